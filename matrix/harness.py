@@ -1,0 +1,183 @@
+"""Runs a cell against the installed vLLM's real scheduler.
+
+For each pool size: build a fresh scheduler through the version adapter, apply the variant to
+that instance, add the requests, play the case's events with a step bound, and keep a snapshot
+per step. The verdict module turns the snapshots into the cell's result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from matrix.adapters import SchedulerHandle, SchedulerState, VersionAdapter
+from matrix.expand import CellSpec
+from matrix.schema import CaseFile, CompleteLoadEvent, RunBound, RunEvent, StateExpectation, StepEvent
+from matrix.variants import VARIANTS
+from matrix.verdict import CellVerdict, RunTrace, StepRecord, classify_run, judge_cell
+
+LOADING = "WAITING_FOR_REMOTE_KVS"
+# A state unchanged over this many steps with nothing scheduled will never change again.
+STUCK_AFTER = 2
+
+
+class ScenarioStop(Exception):
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class Scenario:
+    """One run of a case's events on one scheduler."""
+
+    handle: SchedulerHandle
+    pool: int
+    records: list[StepRecord]
+    completions_requested: set[str]
+    reported: set[str]
+
+    def state(self) -> SchedulerState:
+        return self.records[-1].state if self.records else self.handle.state()
+
+    def _deliverable(self) -> set[str]:
+        loading = {r.request_id for r in self.state().requests
+                   if r.status == LOADING and r.request_id not in self.reported}
+        return loading & self.completions_requested
+
+    def step(self) -> StepRecord:
+        deliver = self._deliverable()
+        self.reported |= deliver
+        outcome = self.handle.step(deliver)
+        record = StepRecord(len(self.records) + 1, tuple(sorted(outcome.scheduled_tokens.items())),
+                            self.handle.state(), outcome.free_blocks_while_running)
+        self.records.append(record)
+        return record
+
+    def all_finished(self) -> bool:
+        return all(r.status == "FINISHED" for r in self.state().requests)
+
+    def stuck(self) -> bool:
+        if len(self.records) <= STUCK_AFTER or self._deliverable():
+            return False
+        recent = self.records[-(STUCK_AFTER + 1):]
+        return all(not r.scheduled and r.state == recent[0].state for r in recent)
+
+    def run(self, bound: RunBound, remote_completes_loads: bool = True) -> None:
+        for _ in range(bound.max_steps):
+            if self.all_finished():
+                raise ScenarioStop("finished")
+            if remote_completes_loads:
+                self.completions_requested |= {r.request_id for r in self.state().requests}
+            self.step()
+            if self.all_finished():
+                raise ScenarioStop("finished")
+            if self.stuck():
+                raise ScenarioStop("stuck")
+        raise ScenarioStop("step_bound")
+
+
+def check_expectation(expect: StateExpectation, state: SchedulerState, step: int) -> None:
+    by_id = {r.request_id: r for r in state.requests}
+
+    def in_state(request_id: str) -> str:
+        request = by_id[request_id]
+        if request.status == "FINISHED":
+            return "finished"
+        if request.status == "RUNNING":
+            return "running"
+        if request.status == LOADING and not request.load_reported_done:
+            return "loading"
+        return "waiting"
+
+    for wanted in ("loading", "waiting", "running", "finished"):
+        for request_id in getattr(expect, wanted):
+            actual = in_state(request_id)
+            if actual != wanted:
+                raise ScenarioStop("expectation", f"after step {step}: {request_id} is {actual}, "
+                                                  f"expected {wanted}")
+
+
+def run_scenario(adapter: VersionAdapter, case: CaseFile, variant: str, pool: int) -> RunTrace:
+    records: list[StepRecord] = []
+    try:
+        handle = adapter.build(case, pool)
+        VARIANTS[variant].apply(handle)
+        for request in case.requests:
+            handle.add_request(request)
+        scenario = Scenario(handle, pool, records, set(), set())
+        events = list(case.events)
+        if not events or not isinstance(events[-1], RunEvent):
+            events.append(RunEvent(run=RunBound()))
+        for event in events:
+            if isinstance(event, CompleteLoadEvent):
+                scenario.completions_requested |= set(event.complete_load)
+            elif isinstance(event, StepEvent):
+                for _ in range(event.step):
+                    scenario.step()
+                if event.expect is not None:
+                    check_expectation(event.expect, scenario.state(), len(records))
+            else:
+                scenario.run(event.run)
+        raise ScenarioStop("step_bound")  # unreachable: a run always stops
+    except ScenarioStop as stop:
+        return RunTrace(pool, tuple(records), stop.reason, stop.message)  # type: ignore[arg-type]
+    except Exception as error:  # vLLM raising is an outcome to report, not a crash
+        return RunTrace(pool, tuple(records), "error", f"{type(error).__name__}: {error}")
+
+
+def ample_pool(case: CaseFile) -> int:
+    sizes = [case.max_model_len if g.block_size == "max_model_len" else g.block_size
+             for g in case.groups]
+    return sum(math.ceil(case.max_model_len / size) + 32 for size in sizes)
+
+
+_fit_cache: dict[tuple[str, str], int] = {}
+
+
+def measure_fit(adapter: VersionAdapter, case: CaseFile, cache_key: tuple[str, str]) -> int:
+    """The smallest pool in which each request, alone, runs to completion: its peak usage.
+
+    Measured on the stock scheduler with an ample pool, where admission is never refused, so it
+    depends on what requests allocate, not on any reservation rule.
+    """
+    if cache_key in _fit_cache:
+        return _fit_cache[cache_key]
+    ample = ample_pool(case)
+    fit = 0
+    for request in case.requests:
+        alone = case.model_copy(update={"requests": [request], "events": [RunEvent(run=RunBound())]})
+        trace = run_scenario(adapter, alone, "stock", ample)
+        if trace.stopped != "finished":
+            raise RuntimeError(f"request {request.id} does not finish alone in {ample} blocks: "
+                               f"{classify_run(trace).diagnosis}")
+        least_free = min(record.free_blocks_while_running for record in trace.steps)
+        fit = max(fit, ample - least_free)
+    _fit_cache[cache_key] = fit
+    return fit
+
+
+def pool_sizes(case: CaseFile) -> list[int]:
+    if isinstance(case.pool, int):
+        return [case.pool]
+    return list(range(case.pool.start, case.pool.stop + 1))
+
+
+def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
+    case = cell.case.spec
+    if case.speculative is not None and case.speculative.lookahead is not None:
+        derived = _derived_lookahead(adapter, case)
+        if derived != case.speculative.lookahead:
+            raise ValueError(f"speculative.lookahead is {case.speculative.lookahead} but vLLM "
+                             f"derives {derived} for method {case.speculative.method}")
+    fit = measure_fit(adapter, case, (str(cell.case.source), cell.case.case_id))
+    outcomes = [classify_run(run_scenario(adapter, case, cell.variant, pool))
+                for pool in pool_sizes(case)]
+    return judge_cell(outcomes, fit)
+
+
+def _derived_lookahead(adapter: VersionAdapter, case: CaseFile) -> int:
+    handle: Any = adapter.build(case, ample_pool(case))
+    return int(handle.geometry().num_lookahead_tokens)

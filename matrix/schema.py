@@ -1,0 +1,187 @@
+"""The case file format: pydantic models, unknown keys rejected.
+
+This module is the single source of truth for what a YAML case may say;
+``python -m matrix schema`` prints the JSON Schema generated from it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+VARIANT_NAMES: tuple[str, ...] = ("stock", "none", "original", "group_count", "all_groups", "fixed")
+Variant = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
+
+# A failure kind may be named as an expectation when a case wants to pin *how* a variant fails.
+FAILURE_KINDS: tuple[str, ...] = (
+    "stall",
+    "not_admitted",
+    "preempted",
+    "step_bound",
+    "expectation",
+    "error",
+)
+Expectation = Literal[
+    "pass", "fail", "stall", "not_admitted", "preempted", "step_bound", "expectation", "error"
+]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Group(Strict):
+    """One KV cache group: the layers that share a block table."""
+
+    kind: Literal["full", "sliding_window", "mamba"]
+    block_size: Annotated[int, Field(gt=0)] | Literal["max_model_len"]
+    window: Annotated[int, Field(gt=0)] | None = None
+    mamba_mode: Literal["none", "align"] | None = None
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Group:
+        if self.kind == "sliding_window" and self.window is None:
+            raise ValueError("a sliding_window group needs 'window'")
+        if self.kind != "sliding_window" and self.window is not None:
+            raise ValueError(f"'window' is only for sliding_window groups, not {self.kind}")
+        if self.kind == "mamba" and self.mamba_mode is None:
+            raise ValueError("a mamba group needs 'mamba_mode' (none or align)")
+        if self.kind != "mamba" and self.mamba_mode is not None:
+            raise ValueError(f"'mamba_mode' is only for mamba groups, not {self.kind}")
+        if self.block_size == "max_model_len" and self.kind != "mamba":
+            raise ValueError("block_size 'max_model_len' is only for mamba groups")
+        return self
+
+
+class Speculative(Strict):
+    """Speculative decoding as the engine would configure it.
+
+    vLLM derives the lookahead from the method (0 for ngram, ``num_tokens`` for eagle and
+    draft models); writing ``lookahead`` states that expectation and is checked.
+    """
+
+    method: Literal["ngram", "eagle", "draft_model"]
+    num_tokens: Annotated[int, Field(ge=1, le=16)]
+    lookahead: Annotated[int, Field(ge=0)] | None = None
+
+
+class PoolSweep(Strict):
+    """Every KV pool size from ``start`` to ``stop`` inclusive, in blocks."""
+
+    start: Annotated[int, Field(ge=2)]
+    stop: Annotated[int, Field(ge=2)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PoolSweep:
+        if self.stop < self.start:
+            raise ValueError(f"stop ({self.stop}) is below start ({self.start})")
+        if self.stop - self.start > 512:
+            raise ValueError("a sweep covers at most 513 pool sizes")
+        return self
+
+
+class RequestSpec(Strict):
+    id: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    prompt: Annotated[int, Field(gt=0)]
+    async_load: bool = True
+    max_tokens: Annotated[int, Field(gt=0)] = 4
+
+
+class StateExpectation(Strict):
+    """Request ids that must be in each state after a step (other requests are unconstrained)."""
+
+    loading: list[str] = []
+    waiting: list[str] = []
+    running: list[str] = []
+    finished: list[str] = []
+
+    def ids(self) -> set[str]:
+        return {*self.loading, *self.waiting, *self.running, *self.finished}
+
+
+class StepEvent(Strict):
+    """Run ``times`` scheduler steps (schedule + model output), then check ``expect``."""
+
+    step: Annotated[int, Field(ge=1, le=1000)] = 1
+    expect: StateExpectation | None = None
+
+
+class CompleteLoadEvent(Strict):
+    """The remote side finishes these loads; the next step's output reports them."""
+
+    complete_load: list[str]
+
+
+class RunEvent(Strict):
+    """Step until every request finished or nothing can change; remote loads complete a step
+    after admission."""
+
+    run: RunBound
+
+
+class RunBound(Strict):
+    max_steps: Annotated[int, Field(ge=1, le=10_000)] = 200
+
+
+Event = StepEvent | CompleteLoadEvent | RunEvent
+
+
+class Axis(Strict):
+    """One matrix axis: a dotted path into this case and the values it takes.
+
+    ``values`` is a list (labels are the values themselves) or a mapping label -> value.
+    """
+
+    path: Annotated[str, Field(min_length=1)]
+    values: list[object] | dict[str, object]
+
+    @model_validator(mode="after")
+    def _non_empty(self) -> Axis:
+        if not self.values:
+            raise ValueError("an axis needs at least one value")
+        return self
+
+
+class CaseFile(Strict):
+    """A whole case file, before matrix expansion."""
+
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: str = ""
+    column: str | None = None
+    model: str = "llama-tiny"
+    max_model_len: Annotated[int, Field(ge=16)] = 1024
+    groups: Annotated[list[Group], Field(min_length=1)]
+    speculative: Speculative | None = None
+    pool: Annotated[int, Field(ge=2)] | PoolSweep
+    requests: Annotated[list[RequestSpec], Field(min_length=1)]
+    events: list[Event] = [RunEvent(run=RunBound())]
+    expect: dict[Literal["default"] | Variant, Expectation] = {}
+    variants: list[Variant] = list(VARIANT_NAMES)
+    matrix: dict[str, Axis] = {}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CaseFile:
+        ids = [r.id for r in self.requests]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"request ids repeat: {', '.join(duplicates)}")
+        known = set(ids)
+        for event in self.events:
+            named: set[str] = set()
+            if isinstance(event, CompleteLoadEvent):
+                named = set(event.complete_load)
+            elif isinstance(event, StepEvent) and event.expect is not None:
+                named = event.expect.ids()
+            unknown = sorted(named - known)
+            if unknown:
+                raise ValueError(f"events name unknown requests: {', '.join(unknown)}")
+        if len(set(self.variants)) != len(self.variants):
+            raise ValueError("variants repeat")
+        return self
+
+    def expectation_for(self, variant: str) -> Expectation:
+        return self.expect.get(variant, self.expect.get("default", "pass"))  # type: ignore[call-overload,no-any-return]
+
+
+RunEvent.model_rebuild()

@@ -1,0 +1,78 @@
+"""The reservation variants: how many blocks an async-load admission keeps free.
+
+``stock`` leaves the installed scheduler alone; every other variant replaces the reservation
+on one scheduler instance (see ``SchedulerHandle.install_reservation``), so a variant can never
+leak into the next case. N is ``1 + num_spec_tokens + num_lookahead_tokens`` (0 without
+speculative decoding).
+
+| variant       | admitting request's margin           | each in-flight load keeps          |
+|---------------|--------------------------------------|------------------------------------|
+| `none`        | 0                                    | its remaining blocks (0.30)        |
+| `original`    | ceil(N / scheduler block size)       | remaining + the margin (0.31)      |
+| `group_count` | original x number of groups          | remaining + the margin             |
+| `all_groups`  | sum over all groups ceil(N / B_g)    | remaining + the margin             |
+| `fixed`       | sum over non-Mamba groups            | remaining for full + N tokens (0.32+) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from matrix.adapters import Geometry, SchedulerHandle
+from matrix.schema import VARIANT_NAMES
+
+
+def _ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
+class Variant(Protocol):
+    name: str
+
+    def apply(self, handle: SchedulerHandle) -> None: ...
+
+
+@dataclass(frozen=True)
+class Stock:
+    name: str = "stock"
+
+    def apply(self, handle: SchedulerHandle) -> None:
+        """The installed release's own reservation: nothing to change."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    name: str
+    margin: Callable[[Geometry], int]
+    margin_per_inflight_load: bool
+    spec_tokens_through_coordinator: bool
+
+    def apply(self, handle: SchedulerHandle) -> None:
+        margin = self.margin(handle.geometry())
+        handle.install_reservation(
+            admission_margin=margin,
+            per_request_margin=margin if self.margin_per_inflight_load else 0,
+            spec_tokens_through_coordinator=self.spec_tokens_through_coordinator,
+        )
+
+
+def _original(g: Geometry) -> int:
+    return _ceil_div(g.spec_step_tokens, g.scheduler_block_size)
+
+
+def _per_group(g: Geometry, include_mamba: bool) -> int:
+    return sum(_ceil_div(g.spec_step_tokens, group.block_size)
+               for group in g.groups if include_mamba or not group.is_mamba)
+
+
+VARIANTS: dict[str, Variant] = {
+    "stock": Stock(),
+    "none": Reservation("none", lambda g: 0, False, False),
+    "original": Reservation("original", _original, True, False),
+    "group_count": Reservation("group_count", lambda g: _original(g) * len(g.groups), True, False),
+    "all_groups": Reservation("all_groups", lambda g: _per_group(g, True), True, False),
+    "fixed": Reservation("fixed", lambda g: _per_group(g, False), False, True),
+}
+assert tuple(VARIANTS) == VARIANT_NAMES

@@ -1,0 +1,154 @@
+"""Classifies what the scheduler did, from per-step snapshots only (no vLLM needed).
+
+One run (one pool size) ends in one of these kinds:
+
+- ``finished``: every request finished.
+- ``stall``: a request whose async load completed is never scheduled while nothing runs and
+  no step changes anything: the engine would hang for good. This is the bug the matrix pins.
+- ``not_admitted``: a request was never admitted, with nothing else left to run.
+- ``preempted``: a request ran, was preempted, and never resumed.
+- ``step_bound``: the state kept changing until the step bound (a livelock, or a bound too low).
+- ``expectation``: a step's ``expect`` did not hold.
+- ``error``: vLLM raised.
+
+A cell (a case under one variant, over its pool sizes) passes when no pool size shows a
+failure. Refusing a request is correct when the pool is smaller than the request's *fit* (the
+blocks it peaks at running alone), so ``not_admitted`` only fails at pools of at least the fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from matrix.adapters import RequestState, SchedulerState
+
+RunKind = Literal[
+    "finished", "stall", "not_admitted", "preempted", "step_bound", "expectation", "error"
+]
+StopReason = Literal["finished", "stuck", "step_bound", "expectation", "error"]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: int
+    scheduled: tuple[tuple[str, int], ...]
+    state: SchedulerState
+    free_blocks_while_running: int
+
+
+@dataclass(frozen=True)
+class RunTrace:
+    """Everything one scenario run produced, as plain data."""
+
+    pool: int
+    steps: tuple[StepRecord, ...]
+    stopped: StopReason
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    pool: int
+    kind: RunKind
+    diagnosis: str
+
+
+@dataclass(frozen=True)
+class CellVerdict:
+    observed: Literal["pass", "fail"]
+    kind: RunKind
+    detail: str
+    fit: int
+    outcomes: tuple[RunOutcome, ...]
+
+    @property
+    def failing_pools(self) -> tuple[int, ...]:
+        return tuple(o.pool for o in self.outcomes if not acceptable(o, self.fit))
+
+
+def _describe(request: RequestState) -> str:
+    return (f"{request.request_id} (status {request.status}, "
+            f"{request.num_computed_tokens} tokens computed)")
+
+
+def _first_step_reported_done(trace: RunTrace, request_id: str) -> int | None:
+    for record in trace.steps:
+        for request in record.state.requests:
+            if request.request_id == request_id and request.load_reported_done:
+                return record.step
+    return None
+
+
+def classify_run(trace: RunTrace) -> RunOutcome:
+    if trace.stopped in ("error", "expectation"):
+        return RunOutcome(trace.pool, trace.stopped, trace.message)
+    if trace.stopped == "finished":
+        return RunOutcome(trace.pool, "finished", f"all requests finished in {len(trace.steps)} steps")
+    last = trace.steps[-1].state
+    where = (f"pool {trace.pool} blocks, {last.free_blocks} free, "
+             f"reservation in force {last.reserved_blocks} blocks, after step {trace.steps[-1].step}")
+    unfinished = [r for r in last.requests if r.status != "FINISHED"]
+    running = [r for r in unfinished if r.status == "RUNNING"]
+    if trace.stopped == "step_bound":
+        names = ", ".join(_describe(r) for r in unfinished)
+        return RunOutcome(trace.pool, "step_bound", f"still changing at the step bound: {names}; {where}")
+    stalled = [r for r in unfinished if r.load_reported_done]
+    if stalled and not running:
+        head = stalled[0]
+        since = _first_step_reported_done(trace, head.request_id)
+        return RunOutcome(trace.pool, "stall", (
+            f"{_describe(head)}: load completed at step {since} but never scheduled, "
+            f"nothing running; {where}"))
+    preempted = [r for r in unfinished if r.num_preemptions > 0]
+    if preempted:
+        return RunOutcome(trace.pool, "preempted",
+                          f"{_describe(preempted[0])}: preempted and never resumed; {where}")
+    never_admitted = [r for r in unfinished if r.status == "WAITING"]
+    if never_admitted:
+        return RunOutcome(trace.pool, "not_admitted",
+                          f"{_describe(never_admitted[0])}: never admitted; {where}")
+    names = ", ".join(_describe(r) for r in unfinished)
+    return RunOutcome(trace.pool, "step_bound", f"no progress: {names}; {where}")
+
+
+def acceptable(outcome: RunOutcome, fit: int) -> bool:
+    if outcome.kind == "finished":
+        return True
+    return outcome.kind == "not_admitted" and outcome.pool < fit
+
+
+def _pool_ranges(pools: Sequence[int]) -> str:
+    spans: list[list[int]] = []
+    for pool in pools:
+        if spans and pool == spans[-1][1] + 1:
+            spans[-1][1] = pool
+        else:
+            spans.append([pool, pool])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def judge_cell(outcomes: Sequence[RunOutcome], fit: int) -> CellVerdict:
+    failures = [o for o in outcomes if not acceptable(o, fit)]
+    if not failures:
+        finished = [o.pool for o in outcomes if o.kind == "finished"]
+        refused = [o.pool for o in outcomes if o.kind == "not_admitted"]
+        detail = f"finished at pools {_pool_ranges(finished)}" if finished else "nothing finished"
+        if refused:
+            detail += f"; refused below the fit ({fit}) at {_pool_ranges(refused)}"
+        return CellVerdict("pass", "finished", detail, fit, tuple(outcomes))
+    first = failures[0]
+    same_kind = [o.pool for o in failures if o.kind == first.kind]
+    other_kinds = sorted({o.kind for o in failures} - {first.kind})
+    detail = f"{first.kind} at pools {_pool_ranges(same_kind)} (fit {fit}); pool {first.pool}: {first.diagnosis}"
+    if other_kinds:
+        detail += f"; also {', '.join(other_kinds)}"
+    return CellVerdict("fail", first.kind, detail, fit, tuple(outcomes))
+
+
+def expectation_met(expected: str, verdict: CellVerdict) -> bool:
+    """``expected`` is pass, fail, or a failure kind that the cell must fail with."""
+    if expected in ("pass", "fail"):
+        return verdict.observed == expected
+    return verdict.observed == "fail" and verdict.kind == expected
