@@ -46,7 +46,7 @@ class CellSpec:
 
 def _axis_points(name: str, axis: Axis, document: LoadedDocument) -> list[tuple[str, Any]]:
     if isinstance(axis.values, dict):
-        return list(axis.values.items())
+        return [(str(label), value) for label, value in axis.values.items()]
     points = []
     for index, value in enumerate(axis.values):
         if isinstance(value, dict | list):
@@ -91,14 +91,15 @@ def expand_document(document: LoadedDocument) -> list[Case]:
         data = copy.deepcopy(document.data)
         del data["matrix"]
         for (name, axis), (_, value) in zip(axes, combination, strict=True):
-            try:
-                container, key = _assign(data, axis.path)
-            except KeyError:
-                line = document.line_of(("matrix", name, "path"))
-                raise CaseFileError(
-                    document.path, line, f"matrix.{name}: no such place in the case: {axis.path}"
-                ) from None
-            container[key] = copy.deepcopy(value)
+            for path, item in axis.overlays(value).items():
+                try:
+                    container, key = _assign(data, path)
+                except KeyError:
+                    line = document.line_of(("matrix", name))
+                    raise CaseFileError(
+                        document.path, line, f"matrix.{name}: no such place in the case: {path}"
+                    ) from None
+                container[key] = copy.deepcopy(item)
         labels = ",".join(f"{name}={label}" for (name, _), (label, _) in zip(axes, combination,
                                                                                 strict=True))
         try:

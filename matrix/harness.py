@@ -153,10 +153,13 @@ def measure_fit(adapter: VersionAdapter, case: CaseFile, cache_key: tuple[str, s
         if trace.stopped != "finished":
             raise RuntimeError(f"request {request.id} does not finish alone in {ample} blocks: "
                                f"{classify_run(trace).diagnosis}")
-        least_free = min(record.free_blocks_while_running for record in trace.steps)
-        fit = max(fit, ample - least_free)
+        fit = max(fit, ample - _least_free(trace.steps))
     _fit_cache[cache_key] = fit
     return fit
+
+
+def _least_free(records: tuple[StepRecord, ...]) -> int:
+    return min(min(r.free_blocks_while_running, r.state.free_blocks) for r in records)
 
 
 def pool_sizes(case: CaseFile) -> list[int]:

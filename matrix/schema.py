@@ -128,19 +128,36 @@ Event = StepEvent | CompleteLoadEvent | RunEvent
 
 
 class Axis(Strict):
-    """One matrix axis: a dotted path into this case and the values it takes.
+    """One matrix axis and the values it takes.
 
-    ``values`` is a list (labels are the values themselves) or a mapping label -> value.
+    With ``path`` (a dotted path into this case), ``values`` is a list (labels are the values
+    themselves) or a mapping label -> value. Without ``path``, ``values`` maps each label to
+    an overlay ``{dotted.path: value, ...}``, for axes that change several places at once
+    (for example a layout and the expectations that follow from it).
     """
 
-    path: Annotated[str, Field(min_length=1)]
+    path: Annotated[str, Field(min_length=1)] | None = None
     values: list[object] | dict[str, object]
 
     @model_validator(mode="after")
-    def _non_empty(self) -> Axis:
+    def _shape(self) -> Axis:
         if not self.values:
             raise ValueError("an axis needs at least one value")
+        if self.path is None:
+            if not isinstance(self.values, dict):
+                raise ValueError("an axis without 'path' maps labels to overlays")
+            for label, overlay in self.values.items():
+                if not isinstance(overlay, dict) or not overlay:
+                    raise ValueError(f"value '{label}': an overlay is a mapping "
+                                     "{dotted.path: value, ...}")
         return self
+
+    def overlays(self, value: object) -> dict[str, object]:
+        """The places this axis sets for one of its values."""
+        if self.path is None:
+            assert isinstance(value, dict)
+            return {str(path): item for path, item in value.items()}
+        return {self.path: value}
 
 
 class CaseFile(Strict):

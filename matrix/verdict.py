@@ -12,8 +12,8 @@ One run (one pool size) ends in one of these kinds:
 - ``error``: vLLM raised.
 
 A cell (a case under one variant, over its pool sizes) passes when no pool size shows a
-failure. Refusing a request is correct when the pool is smaller than the request's *fit* (the
-blocks it peaks at running alone), so ``not_admitted`` only fails at pools of at least the fit.
+failure; what counts as one depends on the pool against the case's *fit*, the smallest pool
+in which each request alone runs to completion, measured (see :func:`acceptable`).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class CellVerdict:
     observed: Literal["pass", "fail"]
     kind: RunKind
     detail: str
-    fit: int
+    fit: int  # the smallest pool in which every request, alone, runs to completion
     outcomes: tuple[RunOutcome, ...]
 
     @property
@@ -69,8 +69,9 @@ class CellVerdict:
 
 
 def _describe(request: RequestState) -> str:
+    preempted = f", preempted {request.num_preemptions}x" if request.num_preemptions else ""
     return (f"{request.request_id} (status {request.status}, "
-            f"{request.num_computed_tokens} tokens computed)")
+            f"{request.num_computed_tokens} tokens computed{preempted})")
 
 
 def _first_step_reported_done(trace: RunTrace, request_id: str) -> int | None:
@@ -94,6 +95,11 @@ def classify_run(trace: RunTrace) -> RunOutcome:
     if trace.stopped == "step_bound":
         names = ", ".join(_describe(r) for r in unfinished)
         return RunOutcome(trace.pool, "step_bound", f"still changing at the step bound: {names}; {where}")
+    # A request that ran and was preempted is not the stall, even if it came from a load.
+    preempted = [r for r in unfinished if r.num_preemptions > 0]
+    if preempted:
+        return RunOutcome(trace.pool, "preempted",
+                          f"{_describe(preempted[0])}: preempted and never resumed; {where}")
     stalled = [r for r in unfinished if r.load_reported_done]
     if stalled and not running:
         head = stalled[0]
@@ -101,10 +107,6 @@ def classify_run(trace: RunTrace) -> RunOutcome:
         return RunOutcome(trace.pool, "stall", (
             f"{_describe(head)}: load completed at step {since} but never scheduled, "
             f"nothing running; {where}"))
-    preempted = [r for r in unfinished if r.num_preemptions > 0]
-    if preempted:
-        return RunOutcome(trace.pool, "preempted",
-                          f"{_describe(preempted[0])}: preempted and never resumed; {where}")
     never_admitted = [r for r in unfinished if r.status == "WAITING"]
     if never_admitted:
         return RunOutcome(trace.pool, "not_admitted",
@@ -114,9 +116,14 @@ def classify_run(trace: RunTrace) -> RunOutcome:
 
 
 def acceptable(outcome: RunOutcome, fit: int) -> bool:
+    """A stall, an error or a broken expectation is never right. From the fit up, every request
+    must finish (refusing one that fits is over-reservation); below it the pool is too small for
+    some request, and refusing it, preempting it or thrashing on it is the scheduler's call."""
     if outcome.kind == "finished":
         return True
-    return outcome.kind == "not_admitted" and outcome.pool < fit
+    if outcome.kind in ("stall", "error", "expectation"):
+        return False
+    return outcome.pool < fit
 
 
 def _pool_ranges(pools: Sequence[int]) -> str:
@@ -133,15 +140,16 @@ def judge_cell(outcomes: Sequence[RunOutcome], fit: int) -> CellVerdict:
     failures = [o for o in outcomes if not acceptable(o, fit)]
     if not failures:
         finished = [o.pool for o in outcomes if o.kind == "finished"]
-        refused = [o.pool for o in outcomes if o.kind == "not_admitted"]
+        refused = [o.pool for o in outcomes if o.kind != "finished"]
         detail = f"finished at pools {_pool_ranges(finished)}" if finished else "nothing finished"
         if refused:
-            detail += f"; refused below the fit ({fit}) at {_pool_ranges(refused)}"
+            detail += f"; unfinished below the fit ({fit}) at {_pool_ranges(refused)}"
         return CellVerdict("pass", "finished", detail, fit, tuple(outcomes))
     first = failures[0]
     same_kind = [o.pool for o in failures if o.kind == first.kind]
     other_kinds = sorted({o.kind for o in failures} - {first.kind})
-    detail = f"{first.kind} at pools {_pool_ranges(same_kind)} (fit {fit}); pool {first.pool}: {first.diagnosis}"
+    detail = (f"{first.kind} at pools {_pool_ranges(same_kind)} (fit {fit}); "
+              f"pool {first.pool}: {first.diagnosis}")
     if other_kinds:
         detail += f"; also {', '.join(other_kinds)}"
     return CellVerdict("fail", first.kind, detail, fit, tuple(outcomes))
