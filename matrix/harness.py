@@ -170,15 +170,23 @@ def pool_sizes(case: CaseFile) -> list[int]:
 
 def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
     case = cell.case.spec
-    if case.speculative is not None and case.speculative.lookahead is not None:
-        derived = _derived_lookahead(adapter, case)
-        if derived != case.speculative.lookahead:
-            raise ValueError(f"speculative.lookahead is {case.speculative.lookahead} but vLLM "
-                             f"derives {derived} for method {case.speculative.method}")
-    fit = measure_fit(adapter, case, (str(cell.case.source), cell.case.case_id))
+    try:
+        check_lookahead(adapter, case)
+        fit = measure_fit(adapter, case, (str(cell.case.source), cell.case.case_id))
+    except Exception as error:  # a case vLLM cannot run is a failing cell, not a crash
+        return CellVerdict("fail", "error", f"{type(error).__name__}: {error}", 0, ())
     outcomes = [classify_run(run_scenario(adapter, case, cell.variant, pool))
                 for pool in pool_sizes(case)]
     return judge_cell(outcomes, fit)
+
+
+def check_lookahead(adapter: VersionAdapter, case: CaseFile) -> None:
+    if case.speculative is None or case.speculative.lookahead is None:
+        return
+    derived = _derived_lookahead(adapter, case)
+    if derived != case.speculative.lookahead:
+        raise ValueError(f"speculative.lookahead is {case.speculative.lookahead} but vLLM "
+                         f"derives {derived} for method {case.speculative.method}")
 
 
 def _derived_lookahead(adapter: VersionAdapter, case: CaseFile) -> int:

@@ -1,0 +1,199 @@
+"""pytest glue: YAML case files become tests, cells travel in report properties, tables print
+at the end. Thin hooks over pure functions; importing this module imports no torch or vLLM, so
+``pytest_configure`` can pin a GPU per xdist worker before anything touches CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from matrix.adapters import UnsupportedRelease, VersionAdapter, installed_vllm_version
+from matrix.expand import CellSpec, cells_from_file
+from matrix.loader import CaseFileError
+from matrix.report import (
+    Cell,
+    case_table,
+    mismatches,
+    render_text,
+    sort_cells,
+    summary_table,
+    write_report,
+)
+from matrix.verdict import CellVerdict, expectation_met
+
+CELL_PROPERTY = "matrix_cell"
+cells_key = pytest.StashKey[list[Cell]]()
+adapter_key = pytest.StashKey[VersionAdapter | UnsupportedRelease]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("matrix", "vLLM KV reservation matrix")
+    group.addoption("--matrix-report", action="append", default=[], metavar="PATH",
+                    help="write the results as Markdown (.md) or JSON (.json); repeatable")
+    group.addoption("--matrix-gpus", default=None, metavar="IDS",
+                    help="comma-separated GPU ids; each xdist worker is pinned to one of them "
+                         "(default: CUDA_VISIBLE_DEVICES when it lists several)")
+    parser.addini("matrix_cases", type="paths", default=[],
+                  help="directories whose *.yaml files are matrix cases")
+
+
+def gpu_for_worker(worker_id: str | None, gpus: str | None) -> str | None:
+    """The GPU an xdist worker (``gw3``) should see, or None to leave the environment alone."""
+    if not worker_id or not worker_id.startswith("gw") or not gpus:
+        return None
+    ids = [g.strip() for g in gpus.split(",") if g.strip()]
+    if len(ids) < 2:
+        return None
+    return ids[int(worker_id[2:]) % len(ids)]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "matrix: a vLLM KV reservation matrix cell")
+    for variant in ("stock", "none", "original", "group_count", "all_groups", "fixed"):
+        config.addinivalue_line("markers", f"{variant}: a matrix cell of the {variant} variant")
+    config.stash[cells_key] = []
+    config.pluginmanager.register(CellCollector(config), "matrix-cells")
+    gpus = config.getoption("matrix_gpus") or os.environ.get("CUDA_VISIBLE_DEVICES")
+    pinned = gpu_for_worker(os.environ.get("PYTEST_XDIST_WORKER"), gpus)
+    if pinned is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = pinned
+
+
+def _is_case_file(config: pytest.Config, path: Path) -> bool:
+    if path.suffix not in (".yaml", ".yml"):
+        return False
+    roots = [Path(p).resolve() for p in config.getini("matrix_cases")]
+    return any(path.resolve().is_relative_to(root) for root in roots)
+
+
+def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
+    if _is_case_file(parent.config, file_path):
+        return CaseFileCollector.from_parent(parent, path=file_path)
+    return None
+
+
+class CaseFileCollector(pytest.File):
+    def collect(self) -> Iterator[pytest.Item]:
+        try:
+            cells = cells_from_file(self.path)
+        except CaseFileError as error:
+            yield InvalidCaseFile.from_parent(self, name="invalid", problem=str(error))
+            return
+        for spec in cells:
+            item = CellItem.from_parent(self, name=spec.test_id, spec=spec)
+            item.add_marker("matrix")
+            item.add_marker(spec.variant)
+            yield item
+
+
+class InvalidCaseFile(pytest.Item):
+    """A case file that does not load: one failing test with a one-line reason."""
+
+    def __init__(self, *, problem: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.problem = problem
+
+    def runtest(self) -> None:
+        raise CaseFileError(self.path, 0, self.problem)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str:
+        return self.problem
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"{self.path.name}: invalid case file"
+
+
+class CellMismatch(Exception):
+    pass
+
+
+def _adapter(config: pytest.Config) -> VersionAdapter:
+    if adapter_key not in config.stash:
+        from matrix.adapters import select_adapter
+
+        try:
+            config.stash[adapter_key] = select_adapter()
+        except UnsupportedRelease as error:
+            config.stash[adapter_key] = error
+    adapter = config.stash[adapter_key]
+    if isinstance(adapter, UnsupportedRelease):
+        pytest.skip(str(adapter))
+    return adapter
+
+
+def make_cell(spec: CellSpec, verdict: CellVerdict) -> Cell:
+    pinned_kind = spec.expected not in ("pass", "fail")
+    return Cell(
+        case=spec.case.case_id, column=spec.case.column, variant=spec.variant,
+        expected="fail" if pinned_kind else spec.expected,
+        expected_kind=spec.expected if pinned_kind else None,
+        observed=verdict.observed, kind=verdict.kind, detail=verdict.detail,
+        source=f"{spec.case.source.name}:{spec.case.line}",
+    )
+
+
+class CellItem(pytest.Item):
+    def __init__(self, *, spec: CellSpec, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+
+    def runtest(self) -> None:
+        from matrix.harness import run_cell
+
+        verdict = run_cell(_adapter(self.config), self.spec)
+        self.user_properties.append((CELL_PROPERTY, make_cell(self.spec, verdict).to_dict()))
+        if not expectation_met(self.spec.expected, verdict):
+            raise CellMismatch(f"expected {self.spec.expected}, observed {verdict.observed} "
+                               f"({verdict.kind}): {verdict.detail}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str | Any:
+        if isinstance(excinfo.value, CellMismatch):
+            return f"{self.spec.case.source}:{self.spec.case.line}: {excinfo.value}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, self.spec.case.line - 1, self.name
+
+
+class CellCollector:
+    """Gathers cells from test reports; under xdist the controller receives the workers'
+    reports, properties included, so the tables are whole."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in report.user_properties:
+            if name == CELL_PROPERTY:
+                self.config.stash[cells_key].append(Cell.from_dict(value))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
+                            config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    cells = sort_cells(config.stash[cells_key])
+    if not cells:
+        return
+    version = installed_vllm_version()
+    write = terminalreporter.write_line
+    terminalreporter.section(f"KV reservation matrix, vLLM {version}")
+    write(render_text(summary_table(cells)))
+    write("")
+    write(render_text(case_table(cells)))
+    wrong = mismatches(cells)
+    if wrong:
+        write("")
+        write(f"{len(wrong)} cell(s) differ from their expectation (marked !)")
+    for path in config.getoption("matrix_report"):
+        write_report(Path(path), cells, version)
+        write(f"matrix report written to {path}")
