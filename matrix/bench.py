@@ -1,0 +1,108 @@
+"""``python -m matrix bench``: figures, not pass/fail. Prints the one-off import time, cells per
+second over the shipped cases, and the harness overhead ratio (one cell through the framework
+against the same scenario driven by a minimal hand-written loop, in the same process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from matrix.expand import CellSpec, cells_from_file
+
+BENCH_CELL = "single_group[k=3]-stock"
+
+
+def import_seconds() -> float:
+    code = ("import time; t = time.perf_counter(); import matrix.adapters.v0_33; "
+            "print(time.perf_counter() - t)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def direct_loop(cell: CellSpec, pools: list[int]) -> None:
+    """The scenario driven the shortest way: real scheduler, one async load, complete it, step
+    until done. No snapshots, no variants, no verdict."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, resolve_kv_cache_block_sizes
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.outputs import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
+    from vllm.v1.request import Request
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    from matrix.adapters.v0_33 import _group_spec, vllm_config_for
+
+    case = cell.case.spec
+    spec_tokens = case.speculative.num_tokens if case.speculative else 0
+    for pool in pools:
+        config = vllm_config_for(case, pool)
+        kv = KVCacheConfig(num_blocks=pool, kv_cache_tensors=[], kv_cache_groups=[
+            KVCacheGroupSpec([f"l{i}"], _group_spec(g, case.max_model_len, spec_tokens))
+            for i, g in enumerate(case.groups)])
+        block_size, hash_size = resolve_kv_cache_block_sizes(kv, config)
+        scheduler: Any = Scheduler(config, kv, StructuredOutputManager(config),
+                                   block_size=block_size, hash_block_size=hash_size)
+        for spec in case.requests:
+            params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True)
+            params.extra_args = {"kv_transfer_params": {
+                "do_remote_prefill": True, "remote_engine_id": "p", "remote_request_id": spec.id,
+                "remote_block_ids": [0], "remote_host": "h", "remote_port": 1}}
+            scheduler.add_request(Request(spec.id, list(range(1, spec.prompt + 1)), params, None,
+                                          block_hasher=get_request_block_hasher(hash_size, sha256)))
+        done: set[str] = set()
+        for _ in range(200):
+            output = scheduler.schedule()
+            ids = list(output.num_scheduled_tokens)
+            loading = {r.request_id for r in scheduler.kv_holding_waiting} - done
+            scheduler.update_from_output(output, ModelRunnerOutput(
+                req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+                sampled_token_ids=[[7] * (1 + len(output.scheduled_spec_decode_tokens.get(r, ())))
+                                   for r in ids],
+                kv_connector_output=KVConnectorOutput(finished_recving=loading)))
+            done |= loading
+            if scheduler.running and spec_tokens:
+                running = [r.request_id for r in scheduler.running]
+                scheduler.update_draft_token_ids(DraftTokenIds(running, [[9] * spec_tokens] * len(running)))
+            if not scheduler.requests or (not ids and not loading):
+                break
+
+
+def main(case_dir: Path) -> int:
+    from matrix import harness
+    from matrix.adapters import select_adapter
+
+    print(f"one-off import (vLLM scheduler + adapter, fresh process): {import_seconds():.2f} s")
+    adapter = select_adapter()
+    cells = [c for path in sorted(case_dir.glob("*.yaml")) for c in cells_from_file(path)]
+    harness.run_cell(adapter, cells[0])  # warm the config cache and vLLM's lazy imports
+    harness._fit_cache.clear()
+    started = time.perf_counter()
+    runs = 0
+    for cell in cells:
+        runs += len(harness.pool_sizes(cell.case.spec))
+        harness.run_cell(adapter, cell)
+    elapsed = time.perf_counter() - started
+    print(f"cells: {len(cells)} ({runs} scheduler runs) in {elapsed:.2f} s = "
+          f"{len(cells) / elapsed:.1f} cells/s, {runs / elapsed:.0f} runs/s")
+
+    cell = next(c for c in cells if c.test_id == BENCH_CELL)
+    pools = harness.pool_sizes(cell.case.spec)
+    repeats = 5
+    framework = direct = 0.0
+    for _ in range(repeats):
+        harness._fit_cache.clear()
+        started = time.perf_counter()
+        harness.run_cell(adapter, cell)
+        framework += time.perf_counter() - started
+        started = time.perf_counter()
+        direct_loop(cell, pools)
+        direct += time.perf_counter() - started
+    print(f"{BENCH_CELL} over {len(pools)} pool sizes: framework {framework / repeats * 1000:.1f} ms"
+          f", minimal loop {direct / repeats * 1000:.1f} ms, overhead ratio "
+          f"{framework / direct:.2f}")
+    return 0
