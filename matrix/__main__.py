@@ -34,16 +34,24 @@ def _run(pytest_args: list[str]) -> int:
 
     version = installed_vllm_version() or "none"
     stem = Path("reports") / f"vllm-{version}"
-    args = [str(DEFAULT_CASES), "-q", "-p", "no:cacheprovider",
-            f"--matrix-report={stem}.json", f"--matrix-report={stem}.md", *pytest_args]
+    args = [
+        str(DEFAULT_CASES),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--matrix-report={stem}.json",
+        f"--matrix-report={stem}.md",
+        *pytest_args,
+    ]
     return int(pytest.main(args))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m matrix", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run every case and print the tables (pytest args "
-                                          "after --)")
+    run = commands.add_parser(
+        "run", help="run every case and print the tables (pytest args after --)"
+    )
     run.add_argument("pytest_args", nargs=argparse.REMAINDER)
     validate = commands.add_parser("validate", help="check case files without running them")
     validate.add_argument("paths", nargs="*", type=Path, default=[DEFAULT_CASES])

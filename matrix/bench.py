@@ -16,10 +16,13 @@ BENCH_CELL = "single_group[k=3]-stock"
 
 
 def import_seconds() -> float:
-    code = ("import time; t = time.perf_counter(); import matrix.adapters.v0_33; "
-            "print(time.perf_counter() - t)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)
+    code = (
+        "import time; t = time.perf_counter(); import matrix.adapters.v0_33; "
+        "print(time.perf_counter() - t)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     return float(result.stdout.strip().splitlines()[-1])
 
 
@@ -41,33 +44,65 @@ def direct_loop(cell: CellSpec, pools: list[int]) -> None:
     spec_tokens = case.speculative.num_tokens if case.speculative else 0
     for pool in pools:
         config = vllm_config_for(case, pool)
-        kv = KVCacheConfig(num_blocks=pool, kv_cache_tensors=[], kv_cache_groups=[
-            KVCacheGroupSpec([f"l{i}"], _group_spec(g, case.max_model_len, spec_tokens))
-            for i, g in enumerate(case.groups)])
+        kv = KVCacheConfig(
+            num_blocks=pool,
+            kv_cache_tensors=[],
+            kv_cache_groups=[
+                KVCacheGroupSpec([f"l{i}"], _group_spec(g, case.max_model_len, spec_tokens))
+                for i, g in enumerate(case.groups)
+            ],
+        )
         block_size, hash_size = resolve_kv_cache_block_sizes(kv, config)
-        scheduler: Any = Scheduler(config, kv, StructuredOutputManager(config),
-                                   block_size=block_size, hash_block_size=hash_size)
+        scheduler: Any = Scheduler(
+            config,
+            kv,
+            StructuredOutputManager(config),
+            block_size=block_size,
+            hash_block_size=hash_size,
+        )
         for spec in case.requests:
             params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True)
-            params.extra_args = {"kv_transfer_params": {
-                "do_remote_prefill": True, "remote_engine_id": "p", "remote_request_id": spec.id,
-                "remote_block_ids": [0], "remote_host": "h", "remote_port": 1}}
-            scheduler.add_request(Request(spec.id, list(range(1, spec.prompt + 1)), params, None,
-                                          block_hasher=get_request_block_hasher(hash_size, sha256)))
+            params.extra_args = {
+                "kv_transfer_params": {
+                    "do_remote_prefill": True,
+                    "remote_engine_id": "p",
+                    "remote_request_id": spec.id,
+                    "remote_block_ids": [0],
+                    "remote_host": "h",
+                    "remote_port": 1,
+                }
+            }
+            scheduler.add_request(
+                Request(
+                    spec.id,
+                    list(range(1, spec.prompt + 1)),
+                    params,
+                    None,
+                    block_hasher=get_request_block_hasher(hash_size, sha256),
+                )
+            )
         done: set[str] = set()
         for _ in range(200):
             output = scheduler.schedule()
             ids = list(output.num_scheduled_tokens)
             loading = {r.request_id for r in scheduler.kv_holding_waiting} - done
-            scheduler.update_from_output(output, ModelRunnerOutput(
-                req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
-                sampled_token_ids=[[7] * (1 + len(output.scheduled_spec_decode_tokens.get(r, ())))
-                                   for r in ids],
-                kv_connector_output=KVConnectorOutput(finished_recving=loading)))
+            scheduler.update_from_output(
+                output,
+                ModelRunnerOutput(
+                    req_ids=ids,
+                    req_id_to_index={r: i for i, r in enumerate(ids)},
+                    sampled_token_ids=[
+                        [7] * (1 + len(output.scheduled_spec_decode_tokens.get(r, ()))) for r in ids
+                    ],
+                    kv_connector_output=KVConnectorOutput(finished_recving=loading),
+                ),
+            )
             done |= loading
             if scheduler.running and spec_tokens:
                 running = [r.request_id for r in scheduler.running]
-                scheduler.update_draft_token_ids(DraftTokenIds(running, [[9] * spec_tokens] * len(running)))
+                scheduler.update_draft_token_ids(
+                    DraftTokenIds(running, [[9] * spec_tokens] * len(running))
+                )
             if not scheduler.requests or (not ids and not loading):
                 break
 
@@ -87,8 +122,10 @@ def main(case_dir: Path) -> int:
         runs += len(harness.pool_sizes(cell.case.spec))
         harness.run_cell(adapter, cell)
     elapsed = time.perf_counter() - started
-    print(f"cells: {len(cells)} ({runs} scheduler runs) in {elapsed:.2f} s = "
-          f"{len(cells) / elapsed:.1f} cells/s, {runs / elapsed:.0f} runs/s")
+    print(
+        f"cells: {len(cells)} ({runs} scheduler runs) in {elapsed:.2f} s = "
+        f"{len(cells) / elapsed:.1f} cells/s, {runs / elapsed:.0f} runs/s"
+    )
 
     cell = next(c for c in cells if c.test_id == BENCH_CELL)
     pools = harness.pool_sizes(cell.case.spec)
@@ -102,7 +139,9 @@ def main(case_dir: Path) -> int:
         started = time.perf_counter()
         direct_loop(cell, pools)
         direct += time.perf_counter() - started
-    print(f"{BENCH_CELL} over {len(pools)} pool sizes: framework {framework / repeats * 1000:.1f} ms"
-          f", minimal loop {direct / repeats * 1000:.1f} ms, overhead ratio "
-          f"{framework / direct:.2f}")
+    print(
+        f"{BENCH_CELL} over {len(pools)} pool sizes: framework {framework / repeats * 1000:.1f} ms"
+        f", minimal loop {direct / repeats * 1000:.1f} ms, overhead ratio "
+        f"{framework / direct:.2f}"
+    )
     return 0

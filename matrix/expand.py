@@ -52,7 +52,8 @@ def _axis_points(name: str, axis: Axis, document: LoadedDocument) -> list[tuple[
         if isinstance(value, dict | list):
             line = document.line_of(("matrix", name, "values", index))
             raise CaseFileError(
-                document.path, line,
+                document.path,
+                line,
                 f"matrix.{name}: structured values need labels (values: {{label: value, ...}})",
             )
         points.append((str(value).lower() if isinstance(value, bool) else str(value), value))
@@ -100,8 +101,9 @@ def expand_document(document: LoadedDocument) -> list[Case]:
                         document.path, line, f"matrix.{name}: no such place in the case: {path}"
                     ) from None
                 container[key] = copy.deepcopy(item)
-        labels = ",".join(f"{name}={label}" for (name, _), (label, _) in zip(axes, combination,
-                                                                                strict=True))
+        labels = ",".join(
+            f"{name}={label}" for (name, _), (label, _) in zip(axes, combination, strict=True)
+        )
         try:
             spec = validate(document, data)
         except CaseFileError as error:
@@ -111,8 +113,10 @@ def expand_document(document: LoadedDocument) -> list[Case]:
 
 
 def cells_for_case(case: Case) -> list[CellSpec]:
-    return [CellSpec(case, variant, case.spec.expectation_for(variant))
-            for variant in case.spec.variants]
+    return [
+        CellSpec(case, variant, case.spec.expectation_for(variant))
+        for variant in case.spec.variants
+    ]
 
 
 def cells_from_file(path: Path) -> list[CellSpec]:

@@ -13,7 +13,14 @@ from typing import Any
 
 from matrix.adapters import SchedulerHandle, SchedulerState, VersionAdapter
 from matrix.expand import CellSpec
-from matrix.schema import CaseFile, CompleteLoadEvent, RunBound, RunEvent, StateExpectation, StepEvent
+from matrix.schema import (
+    CaseFile,
+    CompleteLoadEvent,
+    RunBound,
+    RunEvent,
+    StateExpectation,
+    StepEvent,
+)
 from matrix.variants import VARIANTS
 from matrix.verdict import CellVerdict, RunTrace, StepRecord, classify_run, judge_cell
 
@@ -43,16 +50,23 @@ class Scenario:
         return self.records[-1].state if self.records else self.handle.state()
 
     def _deliverable(self) -> set[str]:
-        loading = {r.request_id for r in self.state().requests
-                   if r.status == LOADING and r.request_id not in self.reported}
+        loading = {
+            r.request_id
+            for r in self.state().requests
+            if r.status == LOADING and r.request_id not in self.reported
+        }
         return loading & self.completions_requested
 
     def step(self) -> StepRecord:
         deliver = self._deliverable()
         self.reported |= deliver
         outcome = self.handle.step(deliver)
-        record = StepRecord(len(self.records) + 1, tuple(sorted(outcome.scheduled_tokens.items())),
-                            self.handle.state(), outcome.free_blocks_while_running)
+        record = StepRecord(
+            len(self.records) + 1,
+            tuple(sorted(outcome.scheduled_tokens.items())),
+            self.handle.state(),
+            outcome.free_blocks_while_running,
+        )
         self.records.append(record)
         return record
 
@@ -62,7 +76,7 @@ class Scenario:
     def stuck(self) -> bool:
         if len(self.records) <= STUCK_AFTER or self._deliverable():
             return False
-        recent = self.records[-(STUCK_AFTER + 1):]
+        recent = self.records[-(STUCK_AFTER + 1) :]
         return all(not r.scheduled and r.state == recent[0].state for r in recent)
 
     def run(self, bound: RunBound, remote_completes_loads: bool = True) -> None:
@@ -96,8 +110,9 @@ def check_expectation(expect: StateExpectation, state: SchedulerState, step: int
         for request_id in getattr(expect, wanted):
             actual = in_state(request_id)
             if actual != wanted:
-                raise ScenarioStop("expectation", f"after step {step}: {request_id} is {actual}, "
-                                                  f"expected {wanted}")
+                raise ScenarioStop(
+                    "expectation", f"after step {step}: {request_id} is {actual}, expected {wanted}"
+                )
 
 
 def run_scenario(adapter: VersionAdapter, case: CaseFile, variant: str, pool: int) -> RunTrace:
@@ -129,8 +144,9 @@ def run_scenario(adapter: VersionAdapter, case: CaseFile, variant: str, pool: in
 
 
 def ample_pool(case: CaseFile) -> int:
-    sizes = [case.max_model_len if g.block_size == "max_model_len" else g.block_size
-             for g in case.groups]
+    sizes = [
+        case.max_model_len if g.block_size == "max_model_len" else g.block_size for g in case.groups
+    ]
     return sum(math.ceil(case.max_model_len / size) + 32 for size in sizes)
 
 
@@ -148,11 +164,15 @@ def measure_fit(adapter: VersionAdapter, case: CaseFile, cache_key: tuple[str, s
     ample = ample_pool(case)
     fit = 0
     for request in case.requests:
-        alone = case.model_copy(update={"requests": [request], "events": [RunEvent(run=RunBound())]})
+        alone = case.model_copy(
+            update={"requests": [request], "events": [RunEvent(run=RunBound())]}
+        )
         trace = run_scenario(adapter, alone, "stock", ample)
         if trace.stopped != "finished":
-            raise RuntimeError(f"request {request.id} does not finish alone in {ample} blocks: "
-                               f"{classify_run(trace).diagnosis}")
+            raise RuntimeError(
+                f"request {request.id} does not finish alone in {ample} blocks: "
+                f"{classify_run(trace).diagnosis}"
+            )
         fit = max(fit, ample - _least_free(trace.steps))
     _fit_cache[cache_key] = fit
     return fit
@@ -175,8 +195,9 @@ def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
         fit = measure_fit(adapter, case, (str(cell.case.source), cell.case.case_id))
     except Exception as error:  # a case vLLM cannot run is a failing cell, not a crash
         return CellVerdict("fail", "error", f"{type(error).__name__}: {error}", 0, ())
-    outcomes = [classify_run(run_scenario(adapter, case, cell.variant, pool))
-                for pool in pool_sizes(case)]
+    outcomes = [
+        classify_run(run_scenario(adapter, case, cell.variant, pool)) for pool in pool_sizes(case)
+    ]
     return judge_cell(outcomes, fit)
 
 
@@ -185,8 +206,10 @@ def check_lookahead(adapter: VersionAdapter, case: CaseFile) -> None:
         return
     derived = _derived_lookahead(adapter, case)
     if derived != case.speculative.lookahead:
-        raise ValueError(f"speculative.lookahead is {case.speculative.lookahead} but vLLM "
-                         f"derives {derived} for method {case.speculative.method}")
+        raise ValueError(
+            f"speculative.lookahead is {case.speculative.lookahead} but vLLM "
+            f"derives {derived} for method {case.speculative.method}"
+        )
 
 
 def _derived_lookahead(adapter: VersionAdapter, case: CaseFile) -> int:

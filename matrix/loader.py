@@ -43,8 +43,13 @@ class LoadedDocument:
         return 1
 
 
-def _plain(loader: yaml.SafeLoader, node: yaml.Node, where: Location,
-           lines: dict[Location, int], path: Path) -> Any:
+def _plain(
+    loader: yaml.SafeLoader,
+    node: yaml.Node,
+    where: Location,
+    lines: dict[Location, int],
+    path: Path,
+) -> Any:
     lines[where] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         mapping: dict[Any, Any] = {}
@@ -93,21 +98,28 @@ def data_location(data: Any, pydantic_location: tuple[int | str, ...]) -> Locati
     kept: list[str | int] = []
     node = data
     for part in pydantic_location:
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-            node = node[part]
-        else:
+        in_mapping = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if not (in_mapping or in_list):
             continue
+        node = node[part]
         kept.append(part)
     return tuple(kept)
 
 
-def describe_validation_error(error: ValidationError, document: LoadedDocument,
-                              data: Any) -> CaseFileError:
+def describe_validation_error(
+    error: ValidationError, document: LoadedDocument, data: Any
+) -> CaseFileError:
     problems = error.errors(include_url=False)
-    # Union members each report why they did not match; the deepest location is the useful one.
-    first = max(problems, key=lambda problem: len(data_location(data, problem["loc"])))
+    # Union members each report why they did not match: the deepest location is the useful one,
+    # and among equals a failed rule (value_error) says more than a type mismatch.
+    first = max(
+        problems,
+        key=lambda problem: (
+            len(data_location(data, problem["loc"])),
+            problem["type"] == "value_error",
+        ),
+    )
     location = data_location(data, first["loc"])
     where = ".".join(str(part) for part in location) or "case"
     message = first["msg"].removeprefix("Value error, ")

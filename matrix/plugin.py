@@ -33,13 +33,26 @@ adapter_key = pytest.StashKey[VersionAdapter | UnsupportedRelease]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("matrix", "vLLM KV reservation matrix")
-    group.addoption("--matrix-report", action="append", default=[], metavar="PATH",
-                    help="write the results as Markdown (.md) or JSON (.json); repeatable")
-    group.addoption("--matrix-gpus", default=None, metavar="IDS",
-                    help="comma-separated GPU ids; each xdist worker is pinned to one of them "
-                         "(default: CUDA_VISIBLE_DEVICES when it lists several)")
-    parser.addini("matrix_cases", type="paths", default=[],
-                  help="directories whose *.yaml files are matrix cases")
+    group.addoption(
+        "--matrix-report",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="write the results as Markdown (.md) or JSON (.json); repeatable",
+    )
+    group.addoption(
+        "--matrix-gpus",
+        default=None,
+        metavar="IDS",
+        help="comma-separated GPU ids; each xdist worker is pinned to one of them "
+        "(default: CUDA_VISIBLE_DEVICES when it lists several)",
+    )
+    parser.addini(
+        "matrix_cases",
+        type="paths",
+        default=[],
+        help="directories whose *.yaml files are matrix cases",
+    )
 
 
 def gpu_for_worker(worker_id: str | None, gpus: str | None) -> str | None:
@@ -101,8 +114,7 @@ class InvalidCaseFile(pytest.Item):
     def runtest(self) -> None:
         raise CaseFileError(self.path, 0, self.problem)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         return self.problem
 
     def reportinfo(self) -> tuple[Path, int, str]:
@@ -130,10 +142,14 @@ def _adapter(config: pytest.Config) -> VersionAdapter:
 def make_cell(spec: CellSpec, verdict: CellVerdict) -> Cell:
     pinned_kind = spec.expected not in ("pass", "fail")
     return Cell(
-        case=spec.case.case_id, column=spec.case.column, variant=spec.variant,
+        case=spec.case.case_id,
+        column=spec.case.column,
+        variant=spec.variant,
         expected="fail" if pinned_kind else spec.expected,
         expected_kind=spec.expected if pinned_kind else None,
-        observed=verdict.observed, kind=verdict.kind, detail=verdict.detail,
+        observed=verdict.observed,
+        kind=verdict.kind,
+        detail=verdict.detail,
         source=f"{spec.case.source.name}:{spec.case.line}",
     )
 
@@ -149,11 +165,14 @@ class CellItem(pytest.Item):
         verdict = run_cell(_adapter(self.config), self.spec)
         self.user_properties.append((CELL_PROPERTY, make_cell(self.spec, verdict).to_dict()))
         if not expectation_met(self.spec.expected, verdict):
-            raise CellMismatch(f"expected {self.spec.expected}, observed {verdict.observed} "
-                               f"({verdict.kind}): {verdict.detail}")
+            raise CellMismatch(
+                f"expected {self.spec.expected}, observed {verdict.observed} "
+                f"({verdict.kind}): {verdict.detail}"
+            )
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> str | Any:
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> str | Any:
         if isinstance(excinfo.value, CellMismatch):
             return f"{self.spec.case.source}:{self.spec.case.line}: {excinfo.value}"
         return super().repr_failure(excinfo)
@@ -173,15 +192,15 @@ class CellCollector:
         if report.when != "call":
             return
         for name, value in report.user_properties:
-            if name == CELL_PROPERTY:
+            if name == CELL_PROPERTY and isinstance(value, dict):
                 self.config.stash[cells_key].append(Cell.from_dict(value))
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
-                            config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
-    cells = sort_cells(config.stash[cells_key])
+    collected: list[Cell] = config.stash[cells_key]
+    cells = sort_cells(collected)
     if not cells:
         return
     version = installed_vllm_version()

@@ -20,8 +20,13 @@ ROW_LABELS = {
     "group_count": "Original x group count",
     "fixed": "This fix",
 }
-COLUMN_ORDER = ("Single group", "Multiple groups", "Different block sizes", "Mamba none",
-                "Mamba align")
+COLUMN_ORDER = (
+    "Single group",
+    "Multiple groups",
+    "Different block sizes",
+    "Mamba none",
+    "Mamba align",
+)
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ class Cell:
 
 
 def sort_cells(cells: Iterable[Cell]) -> list[Cell]:
-    order = {name: index for index, name in enumerate(VARIANT_NAMES)}
+    order: dict[str, int] = {name: index for index, name in enumerate(VARIANT_NAMES)}
     return sorted(cells, key=lambda c: (c.case, order.get(c.variant, len(order)), c.variant))
 
 
@@ -79,8 +84,10 @@ def case_table(cells: Sequence[Cell]) -> Table:
     rows = []
     for case, row in by_case.items():
         mismatch = any(not c.as_expected for c in row.values())
-        rows.append([("! " if mismatch else "") + case]
-                    + [_cell_text(row[v]) if v in row else "-" for v in variants])
+        rows.append(
+            [("! " if mismatch else "") + case]
+            + [_cell_text(row[v]) if v in row else "-" for v in variants]
+        )
     return ["case", *variants], rows
 
 

@@ -10,8 +10,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-VARIANT_NAMES: tuple[str, ...] = ("stock", "none", "original", "group_count", "all_groups", "fixed")
 Variant = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
+VARIANT_NAMES: tuple[Variant, ...] = (
+    "stock",
+    "none",
+    "original",
+    "group_count",
+    "all_groups",
+    "fixed",
+)
 
 # A failure kind may be named as an expectation when a case wants to pin *how* a variant fails.
 FAILURE_KINDS: tuple[str, ...] = (
@@ -148,8 +155,9 @@ class Axis(Strict):
                 raise ValueError("an axis without 'path' maps labels to overlays")
             for label, overlay in self.values.items():
                 if not isinstance(overlay, dict) or not overlay:
-                    raise ValueError(f"value '{label}': an overlay is a mapping "
-                                     "{dotted.path: value, ...}")
+                    raise ValueError(
+                        f"value '{label}': an overlay is a mapping {{dotted.path: value, ...}}"
+                    )
         return self
 
     def overlays(self, value: object) -> dict[str, object]:

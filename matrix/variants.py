@@ -29,7 +29,8 @@ def _ceil_div(numerator: int, denominator: int) -> int:
 
 
 class Variant(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def apply(self, handle: SchedulerHandle) -> None: ...
 
@@ -63,8 +64,11 @@ def _original(g: Geometry) -> int:
 
 
 def _per_group(g: Geometry, include_mamba: bool) -> int:
-    return sum(_ceil_div(g.spec_step_tokens, group.block_size)
-               for group in g.groups if include_mamba or not group.is_mamba)
+    return sum(
+        _ceil_div(g.spec_step_tokens, group.block_size)
+        for group in g.groups
+        if include_mamba or not group.is_mamba
+    )
 
 
 VARIANTS: dict[str, Variant] = {

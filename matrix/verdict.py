@@ -70,8 +70,10 @@ class CellVerdict:
 
 def _describe(request: RequestState) -> str:
     preempted = f", preempted {request.num_preemptions}x" if request.num_preemptions else ""
-    return (f"{request.request_id} (status {request.status}, "
-            f"{request.num_computed_tokens} tokens computed{preempted})")
+    return (
+        f"{request.request_id} (status {request.status}, "
+        f"{request.num_computed_tokens} tokens computed{preempted})"
+    )
 
 
 def _first_step_reported_done(trace: RunTrace, request_id: str) -> int | None:
@@ -86,31 +88,46 @@ def classify_run(trace: RunTrace) -> RunOutcome:
     if trace.stopped in ("error", "expectation"):
         return RunOutcome(trace.pool, trace.stopped, trace.message)
     if trace.stopped == "finished":
-        return RunOutcome(trace.pool, "finished", f"all requests finished in {len(trace.steps)} steps")
+        return RunOutcome(
+            trace.pool, "finished", f"all requests finished in {len(trace.steps)} steps"
+        )
     last = trace.steps[-1].state
-    where = (f"pool {trace.pool} blocks, {last.free_blocks} free, "
-             f"reservation in force {last.reserved_blocks} blocks, after step {trace.steps[-1].step}")
+    where = (
+        f"pool {trace.pool} blocks, {last.free_blocks} free, "
+        f"reservation in force {last.reserved_blocks} blocks, after step {trace.steps[-1].step}"
+    )
     unfinished = [r for r in last.requests if r.status != "FINISHED"]
     running = [r for r in unfinished if r.status == "RUNNING"]
     if trace.stopped == "step_bound":
         names = ", ".join(_describe(r) for r in unfinished)
-        return RunOutcome(trace.pool, "step_bound", f"still changing at the step bound: {names}; {where}")
+        return RunOutcome(
+            trace.pool, "step_bound", f"still changing at the step bound: {names}; {where}"
+        )
     # A request that ran and was preempted is not the stall, even if it came from a load.
     preempted = [r for r in unfinished if r.num_preemptions > 0]
     if preempted:
-        return RunOutcome(trace.pool, "preempted",
-                          f"{_describe(preempted[0])}: preempted and never resumed; {where}")
+        return RunOutcome(
+            trace.pool,
+            "preempted",
+            f"{_describe(preempted[0])}: preempted and never resumed; {where}",
+        )
     stalled = [r for r in unfinished if r.load_reported_done]
     if stalled and not running:
         head = stalled[0]
         since = _first_step_reported_done(trace, head.request_id)
-        return RunOutcome(trace.pool, "stall", (
-            f"{_describe(head)}: load completed at step {since} but never scheduled, "
-            f"nothing running; {where}"))
+        return RunOutcome(
+            trace.pool,
+            "stall",
+            (
+                f"{_describe(head)}: load completed at step {since} but never scheduled, "
+                f"nothing running; {where}"
+            ),
+        )
     never_admitted = [r for r in unfinished if r.status == "WAITING"]
     if never_admitted:
-        return RunOutcome(trace.pool, "not_admitted",
-                          f"{_describe(never_admitted[0])}: never admitted; {where}")
+        return RunOutcome(
+            trace.pool, "not_admitted", f"{_describe(never_admitted[0])}: never admitted; {where}"
+        )
     names = ", ".join(_describe(r) for r in unfinished)
     return RunOutcome(trace.pool, "step_bound", f"no progress: {names}; {where}")
 
@@ -148,8 +165,10 @@ def judge_cell(outcomes: Sequence[RunOutcome], fit: int) -> CellVerdict:
     first = failures[0]
     same_kind = [o.pool for o in failures if o.kind == first.kind]
     other_kinds = sorted({o.kind for o in failures} - {first.kind})
-    detail = (f"{first.kind} at pools {_pool_ranges(same_kind)} (fit {fit}); "
-              f"pool {first.pool}: {first.diagnosis}")
+    detail = (
+        f"{first.kind} at pools {_pool_ranges(same_kind)} (fit {fit}); "
+        f"pool {first.pool}: {first.diagnosis}"
+    )
     if other_kinds:
         detail += f"; also {', '.join(other_kinds)}"
     return CellVerdict("fail", first.kind, detail, fit, tuple(outcomes))

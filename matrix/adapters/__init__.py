@@ -74,8 +74,9 @@ class SchedulerHandle(Protocol):
 
     def state(self) -> SchedulerState: ...
 
-    def install_reservation(self, admission_margin: int, per_request_margin: int,
-                            spec_tokens_through_coordinator: bool) -> None:
+    def install_reservation(
+        self, admission_margin: int, per_request_margin: int, spec_tokens_through_coordinator: bool
+    ) -> None:
         """Replace this instance's async-load reservation (never the class's)."""
         ...
 

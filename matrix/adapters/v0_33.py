@@ -75,12 +75,19 @@ def _group_spec(group: Group, max_model_len: int, spec_tokens: int) -> KVCacheSp
         return FullAttentionSpec(block_size=block_size, **attention)
     if group.kind == "sliding_window":
         return SlidingWindowSpec(block_size=block_size, sliding_window=group.window, **attention)
-    return MambaSpec(block_size=block_size, shapes=((16,),), dtypes=(torch.float32,),
-                     mamba_cache_mode=group.mamba_mode, num_speculative_blocks=spec_tokens)
+    return MambaSpec(
+        block_size=block_size,
+        shapes=((16,),),
+        dtypes=(torch.float32,),
+        mamba_cache_mode=group.mamba_mode,
+        num_speculative_blocks=spec_tokens,
+    )
 
 
 def _cache_block_size(case: CaseFile) -> int:
-    sizes = [g.block_size for g in case.groups if g.kind != "mamba" and isinstance(g.block_size, int)]
+    sizes = [
+        g.block_size for g in case.groups if g.kind != "mamba" and isinstance(g.block_size, int)
+    ]
     return min(sizes) if sizes else case.max_model_len
 
 
@@ -105,15 +112,20 @@ def vllm_config_for(case: CaseFile, pool: int) -> VllmConfig:
 
 def build_vllm_config(case: CaseFile) -> VllmConfig:
     model_dir = _model_dir(case.model)
-    model = ModelConfig(model=model_dir, skip_tokenizer_init=True,
-                        max_model_len=case.max_model_len, dtype="float32")
+    model = ModelConfig(
+        model=model_dir, skip_tokenizer_init=True, max_model_len=case.max_model_len, dtype="float32"
+    )
     scheduler = SchedulerConfig(
-        max_num_seqs=16, max_num_batched_tokens=max(2048, case.max_model_len),
-        max_model_len=case.max_model_len, is_encoder_decoder=False, async_scheduling=False,
+        max_num_seqs=16,
+        max_num_batched_tokens=max(2048, case.max_model_len),
+        max_model_len=case.max_model_len,
+        is_encoder_decoder=False,
+        async_scheduling=False,
     )
     mamba_modes = {g.mamba_mode for g in case.groups if g.kind == "mamba"}
-    cache = CacheConfig(block_size=_cache_block_size(case),
-                        enable_prefix_caching=_prefix_caching(case))
+    cache = CacheConfig(
+        block_size=_cache_block_size(case), enable_prefix_caching=_prefix_caching(case)
+    )
     if mamba_modes:
         cache.mamba_cache_mode = mamba_modes.pop()
     speculative = None
@@ -126,12 +138,17 @@ def build_vllm_config(case: CaseFile) -> VllmConfig:
         speculative = SpeculativeConfig(
             method=case.speculative.method,
             num_speculative_tokens=case.speculative.num_tokens,
-            target_model_config=model, target_parallel_config=ParallelConfig(), **options,
+            target_model_config=model,
+            target_parallel_config=ParallelConfig(),
+            **options,
         )
     config = VllmConfig(
-        model_config=model, scheduler_config=scheduler, cache_config=cache,
+        model_config=model,
+        scheduler_config=scheduler,
+        cache_config=cache,
         kv_transfer_config=KVTransferConfig(kv_connector="NixlConnector", kv_role="kv_consumer"),
-        device_config=DeviceConfig("cpu"), speculative_config=speculative,
+        device_config=DeviceConfig("cpu"),
+        speculative_config=speculative,
     )
     # Without a GPU the platform turns the hybrid manager off; a real engine would have it on.
     config.scheduler_config.disable_hybrid_kv_cache_manager = False
@@ -144,16 +161,23 @@ class Vllm033Handle:
         # Real engines give a Mamba group one extra state block per speculative token.
         spec_tokens = case.speculative.num_tokens if case.speculative else 0
         kv_cache_config = KVCacheConfig(
-            num_blocks=pool, kv_cache_tensors=[],
+            num_blocks=pool,
+            kv_cache_tensors=[],
             kv_cache_groups=[
-                KVCacheGroupSpec([f"layer.{index}"], _group_spec(g, case.max_model_len, spec_tokens))
+                KVCacheGroupSpec(
+                    [f"layer.{index}"], _group_spec(g, case.max_model_len, spec_tokens)
+                )
                 for index, g in enumerate(case.groups)
             ],
         )
         block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, config)
         self.scheduler: Any = Scheduler(
-            config, kv_cache_config, StructuredOutputManager(config),
-            block_size=block_size, hash_block_size=hash_block_size, log_stats=False,
+            config,
+            kv_cache_config,
+            StructuredOutputManager(config),
+            block_size=block_size,
+            hash_block_size=hash_block_size,
+            log_stats=False,
         )
         self._block_hasher = get_request_block_hasher(hash_block_size, sha256)
         self._finished: set[str] = set()
@@ -167,8 +191,10 @@ class Vllm033Handle:
         return Geometry(
             spec_step_tokens=1 + spec_tokens + lookahead if spec_tokens else 0,
             scheduler_block_size=scheduler.block_size,
-            groups=tuple(GroupGeometry(m.block_size, isinstance(m.kv_cache_spec, MambaSpec))
-                         for m in managers),
+            groups=tuple(
+                GroupGeometry(m.block_size, isinstance(m.kv_cache_spec, MambaSpec))
+                for m in managers
+            ),
             num_spec_tokens=spec_tokens,
             num_lookahead_tokens=lookahead,
         )
@@ -176,19 +202,29 @@ class Vllm033Handle:
     def add_request(self, spec: RequestSpec) -> None:
         params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True)
         if spec.async_load:
-            params.extra_args = {"kv_transfer_params": {
-                "do_remote_prefill": True, "do_remote_decode": False,
-                "remote_engine_id": "prefill-0", "remote_request_id": spec.id,
-                "remote_block_ids": list(range(spec.prompt)),
-                "remote_host": "127.0.0.1", "remote_port": 1,
-            }}
+            params.extra_args = {
+                "kv_transfer_params": {
+                    "do_remote_prefill": True,
+                    "do_remote_decode": False,
+                    "remote_engine_id": "prefill-0",
+                    "remote_request_id": spec.id,
+                    "remote_block_ids": list(range(spec.prompt)),
+                    "remote_host": "127.0.0.1",
+                    "remote_port": 1,
+                }
+            }
         # Distinct prompts per request so prefix caching cannot share blocks between them.
         seed = sum(map(ord, spec.id))
         prompt = [(seed * 31 + index * 17) % 1000 + 1 for index in range(spec.prompt)]
-        self.scheduler.add_request(Request(
-            request_id=spec.id, prompt_token_ids=prompt, sampling_params=params,
-            pooling_params=None, block_hasher=self._block_hasher,
-        ))
+        self.scheduler.add_request(
+            Request(
+                request_id=spec.id,
+                prompt_token_ids=prompt,
+                sampling_params=params,
+                pooling_params=None,
+                block_hasher=self._block_hasher,
+            )
+        )
         self._known.append(spec.id)
 
     def step(self, finished_loads: set[str]) -> StepOutcome:
@@ -200,25 +236,34 @@ class Vllm033Handle:
         for request_id in request_ids:
             request = scheduler.requests[request_id]
             drafts = len(output.scheduled_spec_decode_tokens.get(request_id, ()))
-            reaches_end = (request.num_computed_tokens + output.num_scheduled_tokens[request_id]
-                           >= request.num_tokens)
+            reaches_end = (
+                request.num_computed_tokens + output.num_scheduled_tokens[request_id]
+                >= request.num_tokens
+            )
             # The simulated model accepts every draft: the fastest growth a request can have.
             sampled.append([SAMPLED_TOKEN] * (1 + drafts) if reaches_end else [])
-        connector_output = (KVConnectorOutput(finished_recving=set(finished_loads))
-                            if finished_loads else None)
+        connector_output = (
+            KVConnectorOutput(finished_recving=set(finished_loads)) if finished_loads else None
+        )
         model_output = ModelRunnerOutput(
-            req_ids=request_ids, req_id_to_index={r: i for i, r in enumerate(request_ids)},
-            sampled_token_ids=sampled, kv_connector_output=connector_output,
+            req_ids=request_ids,
+            req_id_to_index={r: i for i, r in enumerate(request_ids)},
+            sampled_token_ids=sampled,
+            kv_connector_output=connector_output,
         )
         self._reported_done |= finished_loads
         scheduler.update_from_output(output, model_output)
         if scheduler.num_spec_tokens:
             running = [r.request_id for r in scheduler.running]
             if running:
-                scheduler.update_draft_token_ids(DraftTokenIds(
-                    running, [[DRAFT_TOKEN] * scheduler.num_spec_tokens for _ in running]))
-        newly_finished = tuple(r for r in self._known
-                               if r not in scheduler.requests and r not in self._finished)
+                scheduler.update_draft_token_ids(
+                    DraftTokenIds(
+                        running, [[DRAFT_TOKEN] * scheduler.num_spec_tokens for _ in running]
+                    )
+                )
+        newly_finished = tuple(
+            r for r in self._known if r not in scheduler.requests and r not in self._finished
+        )
         self._finished.update(newly_finished)
         return StepOutcome(dict(output.num_scheduled_tokens), newly_finished, free_while_running)
 
@@ -231,13 +276,15 @@ class Vllm033Handle:
                 requests.append(RequestState(request_id, "FINISHED", 0, True, 0))
                 continue
             status = request.status
-            requests.append(RequestState(
-                request_id,
-                "FINISHED" if RequestStatus.is_finished(status) else status.name,
-                request.num_computed_tokens,
-                request_id in self._reported_done,
-                request.num_preemptions,
-            ))
+            requests.append(
+                RequestState(
+                    request_id,
+                    "FINISHED" if RequestStatus.is_finished(status) else status.name,
+                    request.num_computed_tokens,
+                    request_id in self._reported_done,
+                    request.num_preemptions,
+                )
+            )
         return SchedulerState(
             tuple(requests),
             scheduler.kv_cache_manager.block_pool.get_num_free_blocks(),
@@ -249,23 +296,29 @@ class Vllm033Handle:
         full = min(request.num_tokens, scheduler.max_model_len)
         manager = scheduler.kv_cache_manager
         blocks: int = manager.coordinator.get_num_blocks_to_allocate(
-            request_id=request.request_id, num_tokens=full + extra_tokens,
-            new_computed_blocks=manager.empty_kv_cache_blocks.blocks, num_encoder_tokens=0,
+            request_id=request.request_id,
+            num_tokens=full + extra_tokens,
+            new_computed_blocks=manager.empty_kv_cache_blocks.blocks,
+            num_encoder_tokens=0,
             total_computed_tokens=request.num_computed_tokens,
             num_local_computed_tokens=request.num_computed_tokens,
-            num_tokens_main_model=full, apply_admission_cap=True,
+            num_tokens_main_model=full,
+            apply_admission_cap=True,
             prefill_end=max(request.num_prompt_tokens, request.num_tokens - 1),
         )
         return blocks
 
-    def install_reservation(self, admission_margin: int, per_request_margin: int,
-                            spec_tokens_through_coordinator: bool) -> None:
+    def install_reservation(
+        self, admission_margin: int, per_request_margin: int, spec_tokens_through_coordinator: bool
+    ) -> None:
         scheduler = self.scheduler
         extra_tokens = self.geometry().spec_step_tokens if spec_tokens_through_coordinator else 0
 
         def reserved_for_inflight_loads() -> int:
-            inflight = sum(self.remaining_blocks(request, extra_tokens) + per_request_margin
-                           for request in scheduler._inflight_prefills)
+            inflight = sum(
+                self.remaining_blocks(request, extra_tokens) + per_request_margin
+                for request in scheduler._inflight_prefills
+            )
             return inflight + admission_margin
 
         # Instance attributes shadow the class's, so only this scheduler sees the variant.

@@ -1,0 +1,85 @@
+"""Matrix expansion: stable, readable ids that depend only on the file's text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from matrix.expand import cells_from_file
+from tests.conftest import CASES
+
+WriteCase = Callable[..., Path]
+
+MULTI = """\
+name: multi
+column: Multiple groups
+groups:
+  - {kind: full, block_size: 4}
+speculative: {method: eagle, num_tokens: 1}
+pool: {start: 4, stop: 8}
+requests:
+  - {id: a, prompt: 16}
+expect: {original: fail}
+variants: [original, fixed]
+matrix:
+  k: {path: speculative.num_tokens, values: [1, 3]}
+  layout:
+    path: groups
+    values:
+      two: [{kind: full, block_size: 4}, {kind: full, block_size: 4}]
+      swa: [{kind: full, block_size: 4}, {kind: sliding_window, block_size: 4, window: 8}]
+"""
+
+
+def test_ids_are_readable_and_ordered(write_case: WriteCase) -> None:
+    ids = [cell.test_id for cell in cells_from_file(write_case(MULTI))]
+    assert ids == [
+        "multi[k=1,layout=two]-original",
+        "multi[k=1,layout=two]-fixed",
+        "multi[k=1,layout=swa]-original",
+        "multi[k=1,layout=swa]-fixed",
+        "multi[k=3,layout=two]-original",
+        "multi[k=3,layout=two]-fixed",
+        "multi[k=3,layout=swa]-original",
+        "multi[k=3,layout=swa]-fixed",
+    ]
+
+
+def test_ids_are_stable_across_loads(write_case: WriteCase) -> None:
+    path = write_case(MULTI)
+    assert [c.test_id for c in cells_from_file(path)] == [c.test_id for c in cells_from_file(path)]
+
+
+def test_axis_values_reach_the_case(write_case: WriteCase) -> None:
+    cells = cells_from_file(write_case(MULTI))
+    case = cells[-1].case
+    assert case.spec.speculative is not None and case.spec.speculative.num_tokens == 3
+    assert [g.kind for g in case.spec.groups] == ["full", "sliding_window"]
+    assert case.column == "Multiple groups"
+    assert "matrix" not in case.spec.model_fields_set
+
+
+def test_expectations_per_variant(write_case: WriteCase) -> None:
+    expected = {c.variant: c.expected for c in cells_from_file(write_case(MULTI))}
+    assert expected == {"original": "fail", "fixed": "pass"}
+
+
+def test_overlay_axis_sets_several_places(write_case: WriteCase) -> None:
+    text = MULTI.split("matrix:")[0] + (
+        "matrix:\n  k:\n    values:\n"
+        '      "1": {speculative.num_tokens: 1, expect.fixed: fail}\n'
+        '      "3": {speculative.num_tokens: 3}\n'
+    )
+    cells = cells_from_file(write_case(text))
+    assert [(c.test_id, c.expected) for c in cells] == [
+        ("multi[k=1]-original", "fail"),
+        ("multi[k=1]-fixed", "fail"),
+        ("multi[k=3]-original", "fail"),
+        ("multi[k=3]-fixed", "pass"),
+    ]
+
+
+def test_shipped_ids_are_unique() -> None:
+    ids = [c.test_id for path in sorted(CASES.glob("*.yaml")) for c in cells_from_file(path)]
+    assert len(ids) == len(set(ids))
+    assert "multiple_groups[k=1,layout=full+full]-original" in ids

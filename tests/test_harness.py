@@ -1,0 +1,115 @@
+"""The harness against vLLM's real scheduler: stall detection and variant isolation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from matrix.expand import cells_from_file
+from matrix.harness import run_cell, run_scenario
+from matrix.loader import load_case_file
+from matrix.verdict import classify_run
+from tests.conftest import needs_vllm
+
+pytestmark = needs_vllm
+
+WriteCase = Callable[..., Path]
+
+# Two groups, eagle with k=3 (N = 7): the promotion step needs 2 new blocks per group.
+# Pool 11 = the null block + 4 prompt blocks per group + 2: room for the prompt and one
+# group's margin, so the `original` margin (2 blocks, counted once) admits a request
+# whose promotion then cannot allocate.
+STALLING = """\
+name: stalling
+groups:
+  - {kind: full, block_size: 4}
+  - {kind: full, block_size: 4}
+speculative: {method: eagle, num_tokens: 3}
+pool: 11
+requests:
+  - {id: a, prompt: 16, max_tokens: 4}
+events:
+  - step: 1
+    expect: {loading: [a]}
+  - complete_load: [a]
+  - step: 1
+  - run: {max_steps: 50}
+"""
+
+
+def case_of(path: Path) -> Any:
+    return load_case_file(path)[1]
+
+
+def test_stall_is_detected_within_the_bound(adapter: Any, write_case: WriteCase) -> None:
+    case = case_of(write_case(STALLING))
+    trace = run_scenario(adapter, case, "original", 11)
+    assert trace.stopped == "stuck"
+    assert len(trace.steps) < 10  # found long before the 50-step bound
+    outcome = classify_run(trace)
+    assert outcome.kind == "stall"
+    assert outcome.diagnosis.startswith("a (status WAITING, 15 tokens computed): load completed")
+    assert "nothing running; pool 11 blocks" in outcome.diagnosis
+    assert "reservation in force" in outcome.diagnosis
+
+
+def test_the_fix_refuses_instead_of_stalling(adapter: Any, write_case: WriteCase) -> None:
+    case = case_of(write_case(STALLING))
+    outcome = classify_run(run_scenario(adapter, case, "fixed", 11))
+    assert outcome.kind == "expectation"  # a is never admitted, so never loading
+    assert "a is waiting, expected loading" in outcome.diagnosis
+    assert classify_run(run_scenario(adapter, case, "fixed", 13)).kind == "finished"
+
+
+def test_a_step_expectation_that_fails(adapter: Any, write_case: WriteCase) -> None:
+    text = STALLING.replace("expect: {loading: [a]}", "expect: {running: [a]}")
+    outcome = classify_run(run_scenario(adapter, case_of(write_case(text)), "original", 11))
+    assert outcome.kind == "expectation"
+    assert outcome.diagnosis == "after step 1: a is loading, expected running"
+
+
+def _cells_by_variant(adapter: Any, path: Path) -> dict[str, tuple[str, str, str]]:
+    return {
+        c.variant: (lambda v: (v.observed, v.kind, v.detail))(run_cell(adapter, c))
+        for c in cells_from_file(path)
+    }
+
+
+def test_variants_never_leak_into_the_next_case(adapter: Any, write_case: WriteCase) -> None:
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    class_methods = dict(vars(Scheduler))
+    path = write_case(STALLING.replace("pool: 11", "pool: {start: 8, stop: 16}"))
+    stock = next(c for c in cells_from_file(path) if c.variant == "stock")
+    before = run_cell(adapter, stock)
+    patched = _cells_by_variant(adapter, path)
+    after = run_cell(adapter, stock)
+    assert after == before
+    assert patched["original"][0] == "fail" and patched["none"][0] == "fail"
+    assert dict(vars(Scheduler)) == class_methods  # the class was never touched
+
+
+def test_reservations_per_variant(adapter: Any, write_case: WriteCase) -> None:
+    """With nothing in flight, the reservation an admission keeps free is the variant's margin."""
+    from matrix.variants import VARIANTS
+
+    text = STALLING.replace(
+        "  - {kind: full, block_size: 4}\n  - {kind: full, block_size: 4}",
+        "  - {kind: full, block_size: 4}\n  - {kind: full, block_size: 8}",
+    )
+    case = case_of(write_case(text))
+    margins = {}
+    for name, variant in VARIANTS.items():
+        handle = adapter.build(case, 40)
+        variant.apply(handle)
+        margins[name] = handle.state().reserved_blocks
+    # N = 7; block sizes 4 and 8, scheduler block size 8.
+    assert margins == {
+        "stock": 3,
+        "none": 0,
+        "original": 1,
+        "group_count": 2,
+        "all_groups": 3,
+        "fixed": 3,
+    }

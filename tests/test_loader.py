@@ -1,0 +1,113 @@
+"""Bad case files give one line naming the file and the line, never a traceback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from matrix.expand import cells_from_file
+from matrix.loader import CaseFileError
+
+GOOD = """\
+name: demo
+groups:
+  - {kind: full, block_size: 4}
+speculative: {method: ngram, num_tokens: 2}
+pool: 12
+requests:
+  - {id: a, prompt: 16}
+"""
+
+WriteCase = Callable[..., Path]
+
+
+def problem(path: Path) -> CaseFileError:
+    with pytest.raises(CaseFileError) as caught:
+        cells_from_file(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}:{caught.value.line}: ")
+    return caught.value
+
+
+def test_good_file_loads(write_case: WriteCase) -> None:
+    cells = cells_from_file(write_case(GOOD))
+    assert [c.test_id for c in cells] == [
+        "demo-stock",
+        "demo-none",
+        "demo-original",
+        "demo-group_count",
+        "demo-all_groups",
+        "demo-fixed",
+    ]
+
+
+def test_unknown_key_names_its_line(write_case: WriteCase) -> None:
+    error = problem(write_case(GOOD + "colour: blue\n"))
+    assert error.line == 8
+    assert "colour" in error.message and "Extra inputs" in error.message
+
+
+def test_nested_error_points_at_the_item(write_case: WriteCase) -> None:
+    text = GOOD.replace(
+        "  - {kind: full, block_size: 4}",
+        "  - {kind: full, block_size: 4}\n  - {kind: sliding_window, block_size: 4}",
+    )
+    error = problem(write_case(text))
+    assert error.line == 4
+    assert "groups.1" in error.message and "window" in error.message
+
+
+def test_wrong_type_in_request(write_case: WriteCase) -> None:
+    error = problem(write_case(GOOD.replace("prompt: 16", "prompt: lots")))
+    assert error.line == 7
+    assert "requests.0.prompt" in error.message
+
+
+def test_invalid_yaml(write_case: WriteCase) -> None:
+    error = problem(write_case(GOOD.replace("pool: 12", "pool: [12")))
+    assert error.line >= 5
+    assert "invalid YAML" in error.message
+
+
+def test_duplicate_key(write_case: WriteCase) -> None:
+    error = problem(write_case(GOOD + "pool: 14\n"))
+    assert error.line == 8
+    assert "duplicate key 'pool'" in error.message
+
+
+def test_unknown_request_in_events(write_case: WriteCase) -> None:
+    error = problem(write_case(GOOD + "events:\n  - complete_load: [b]\n"))
+    assert "unknown requests: b" in error.message
+
+
+def test_axis_path_that_does_not_exist(write_case: WriteCase) -> None:
+    text = GOOD + "matrix:\n  k: {path: speculative.tokens_per_step.x, values: [1, 2]}\n"
+    # A new key is allowed by the path, then rejected by the schema for the expanded case.
+    error = problem(write_case(text))
+    assert error.message.startswith("[k=1]")
+
+
+def test_axis_value_error_names_the_point(write_case: WriteCase) -> None:
+    text = GOOD + "matrix:\n  k: {path: speculative.num_tokens, values: [1, 99]}\n"
+    error = problem(write_case(text))
+    assert error.message.startswith("[k=99] speculative.num_tokens")
+
+
+def test_sweep_bounds_checked(write_case: WriteCase) -> None:
+    error = problem(write_case(GOOD.replace("pool: 12", "pool: {start: 20, stop: 10}")))
+    assert error.line == 5
+    assert "below start" in error.message
+
+
+def test_empty_file(write_case: WriteCase) -> None:
+    assert problem(write_case("")).line == 1
+
+
+def test_shipped_cases_all_load() -> None:
+    from tests.conftest import CASES
+
+    for path in sorted(CASES.glob("*.yaml")):
+        assert cells_from_file(path)

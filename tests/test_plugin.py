@@ -1,0 +1,162 @@
+"""The pytest plugin end to end: collection, ids, reports, xdist, and the shipped matrix."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CASES, needs_vllm
+
+pytestmark = needs_vllm
+
+INI = "[pytest]\nmatrix_cases = cases\n"
+SMALL = """\
+name: small
+column: Multiple groups
+groups:
+  - {kind: full, block_size: 4}
+  - {kind: full, block_size: 4}
+speculative: {method: eagle, num_tokens: 1}
+pool: {start: 8, stop: 14}
+requests:
+  - {id: a, prompt: 16}
+expect: {none: fail, original: fail}
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with one small case. Runs go through subprocesses: torch cannot be imported
+    twice in one process, which in-process pytester runs would do."""
+    pytester.makefile(".ini", pytest=INI)
+    (pytester.path / "cases").mkdir()
+    (pytester.path / "cases" / "small.yaml").write_text(SMALL)
+    return pytester
+
+
+def test_cells_are_tests_with_reports(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--matrix-report=out/r.json", "--matrix-report=out/r.md"
+    )
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*KV reservation matrix*", "Original*Fail*", "This fix*Pass*"])
+    cells = json.loads((project.path / "out" / "r.json").read_text())["cells"]
+    assert {(c["variant"], c["observed"]) for c in cells} >= {
+        ("original", "fail"),
+        ("fixed", "pass"),
+    }
+    assert "| Original | Fail |" in (project.path / "out" / "r.md").read_text()
+
+
+def test_k_and_m_select_cells(project: pytest.Pytester) -> None:
+    project.runpytest_subprocess("-p", "no:cacheprovider", "-k", "original").assert_outcomes(
+        passed=1
+    )
+    project.runpytest_subprocess("-p", "no:cacheprovider", "-m", "fixed or stock").assert_outcomes(
+        passed=2
+    )
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["cases/small.yaml::small-original"])
+
+
+def test_a_wrong_expectation_fails_the_run(project: pytest.Pytester) -> None:
+    (project.path / "cases" / "small.yaml").write_text(
+        SMALL.replace("original: fail", "original: pass")
+    )
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=5, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*small.yaml:1: expected pass, observed fail (stall)*",
+            "! small*FAIL stall (expected pass)*",
+        ]
+    )
+
+
+def test_invalid_file_is_one_line_and_others_still_run(project: pytest.Pytester) -> None:
+    (project.path / "cases" / "broken.yaml").write_text(SMALL.replace("prompt: 16", "prompt: -1"))
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*broken.yaml:9: requests.0.prompt: Input should be greater than 0"]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_last_failed_reruns_only_the_failure(project: pytest.Pytester) -> None:
+    (project.path / "cases" / "small.yaml").write_text(
+        SMALL.replace("original: fail", "original: pass")
+    )
+    project.runpytest_subprocess().assert_outcomes(passed=5, failed=1)
+    project.runpytest_subprocess("--lf").assert_outcomes(
+        failed=1
+    )  # the 5 passing cells are not run
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The shipped cases, serially and under ``-n 2``."""
+    reports = []
+    for args in ((), ("-n", "2")):
+        directory = tmp_path_factory.mktemp("shipped")
+        reports.append(_run_shipped_in(directory, args))
+    return reports[0], reports[1]
+
+
+def _run_shipped_in(directory: Path, args: tuple[str, ...]) -> dict[str, Any]:
+    import subprocess
+    import sys
+
+    (directory / "pytest.ini").write_text(INI)
+    shutil.copytree(CASES, directory / "cases")
+    out = directory / "report.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            f"--matrix-report={out}",
+            *args,
+        ],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def test_xdist_gives_the_same_cells(shipped: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    serial, parallel = shipped
+    assert parallel == serial
+    assert len(serial["cells"]) > 90
+
+
+def test_shipped_cases_reproduce_the_upstream_table(
+    shipped: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    from matrix.report import Cell, summary_table
+
+    cells = [Cell.from_dict(c) for c in shipped[0]["cells"]]
+    header, rows = summary_table(cells)
+    table = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows}
+    core = ("Single group", "Multiple groups", "Different block sizes")
+    assert [table["Original"][c] for c in core] == ["Pass", "Fail", "Fail"]
+    assert [table["Original x group count"][c] for c in core] == ["Pass", "Pass", "Fail"]
+    assert [table["This fix"][c] for c in core] == ["Pass", "Pass", "Pass"]
+    for mamba in ("Mamba none", "Mamba align"):
+        assert table["all_groups"][mamba] == "Fail"
+        assert table["This fix"][mamba] == "Pass"
+    fixed = {c.case: c.observed for c in cells if c.variant == "fixed"}
+    stock = {c.case: c.observed for c in cells if c.variant == "stock"}
+    assert stock == fixed  # 0.33 ships the fix
+    assert all(c.as_expected for c in cells)

@@ -1,0 +1,71 @@
+"""Tables and report files, from cells alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from matrix.report import Cell, case_table, markdown_report, summary_table, write_report
+
+
+def cell(
+    case: str,
+    column: str | None,
+    variant: str,
+    observed: str,
+    expected: str = "pass",
+    kind: str = "finished",
+) -> Cell:
+    return Cell(case, column, variant, expected, None, observed, kind, "detail", "x.yaml:1")
+
+
+CELLS = [
+    cell("single", "Single group", "original", "pass"),
+    cell("single", "Single group", "fixed", "pass"),
+    cell("multi[k=1]", "Multiple groups", "original", "fail", "fail", "stall"),
+    cell("multi[k=3]", "Multiple groups", "original", "pass", "fail"),  # differs
+    cell("multi[k=1]", "Multiple groups", "fixed", "pass"),
+    cell("multi[k=3]", "Multiple groups", "fixed", "pass"),
+    cell("control", None, "fixed", "pass"),
+]
+
+
+def test_summary_has_the_upstream_shape() -> None:
+    header, rows = summary_table(CELLS)
+    assert header == ["Implementation", "Single group", "Multiple groups"]
+    assert rows == [["Original", "Pass", "Fail"], ["This fix", "Pass", "Pass"]]
+
+
+def test_case_table_marks_cells_that_differ() -> None:
+    header, rows = case_table(CELLS)
+    assert header == ["case", "original", "fixed"]
+    by_case = {row[0]: row[1:] for row in rows}
+    assert by_case["multi[k=1]"] == ["FAIL stall", "pass"]
+    assert by_case["! multi[k=3]"] == ["pass (expected fail)", "pass"]
+    assert by_case["control"] == ["-", "pass"]
+
+
+def test_markdown_report(tmp_path: Path) -> None:
+    text = markdown_report(CELLS, "0.33.0")
+    assert "| Implementation | Single group | Multiple groups |" in text
+    assert "| Original | Pass | Fail |" in text
+    assert "`multi[k=3]-original`: detail" in text
+    write_report(tmp_path / "r.md", CELLS, "0.33.0")
+    assert (tmp_path / "r.md").read_text() == text
+
+
+def test_json_report(tmp_path: Path) -> None:
+    write_report(tmp_path / "r.json", CELLS, "0.33.0")
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["vllm_version"] == "0.33.0"
+    first = data["cells"][0]
+    assert {"case", "column", "variant", "expected", "observed", "kind", "detail"} <= set(first)
+    assert {c["observed"] for c in data["cells"]} == {"pass", "fail"}
+    assert [c["case"] for c in data["cells"]] == sorted(c["case"] for c in data["cells"])
+
+
+def test_unknown_report_suffix(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"\.md or \.json"):
+        write_report(tmp_path / "r.txt", CELLS, None)

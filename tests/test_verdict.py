@@ -1,0 +1,94 @@
+"""The verdict works on snapshots alone: no vLLM needed to test it."""
+
+from __future__ import annotations
+
+from matrix.adapters import RequestState, SchedulerState
+from matrix.verdict import (
+    RunOutcome,
+    RunTrace,
+    StepRecord,
+    acceptable,
+    classify_run,
+    expectation_met,
+    judge_cell,
+)
+
+
+def request(
+    rid: str, status: str, computed: int = 0, done: bool = False, preemptions: int = 0
+) -> RequestState:
+    return RequestState(rid, status, computed, done, preemptions)
+
+
+def trace(*states: tuple[RequestState, ...], stopped: str = "stuck", pool: int = 10) -> RunTrace:
+    records = tuple(
+        StepRecord(i + 1, (), SchedulerState(requests, free_blocks=1, reserved_blocks=2), 1)
+        for i, requests in enumerate(states)
+    )
+    return RunTrace(pool, records, stopped)  # type: ignore[arg-type]
+
+
+def test_completed_load_never_scheduled_is_a_stall() -> None:
+    loading = (request("a", "WAITING_FOR_REMOTE_KVS", 16),)
+    stuck = (request("a", "WAITING", 15, done=True),)
+    outcome = classify_run(trace(loading, stuck, stuck, stuck))
+    assert outcome.kind == "stall"
+    assert "a (status WAITING, 15 tokens computed)" in outcome.diagnosis
+    assert "load completed at step 2" in outcome.diagnosis
+    assert "1 free" in outcome.diagnosis and "reservation in force 2 blocks" in outcome.diagnosis
+
+
+def test_not_a_stall_while_something_runs() -> None:
+    state = (request("a", "WAITING", 15, done=True), request("b", "RUNNING", 3))
+    assert classify_run(trace(state, state, state)).kind != "stall"
+
+
+def test_preempted_and_never_resumed_is_not_a_stall() -> None:
+    state = (request("a", "PREEMPTED", 0, done=True, preemptions=1),)
+    outcome = classify_run(trace(state, state, state))
+    assert outcome.kind == "preempted"
+    assert "preempted 1x" in outcome.diagnosis
+
+
+def test_never_admitted() -> None:
+    state = (request("a", "FINISHED"), request("b", "WAITING"))
+    assert classify_run(trace(state, state, state)).kind == "not_admitted"
+
+
+def test_finished_error_and_bound() -> None:
+    done = (request("a", "FINISHED"),)
+    assert classify_run(trace(done, stopped="finished")).kind == "finished"
+    assert (
+        classify_run(RunTrace(9, (), "error", "ValueError: boom")).diagnosis == "ValueError: boom"
+    )
+    busy = (request("a", "RUNNING", 5),)
+    assert classify_run(trace(busy, stopped="step_bound")).kind == "step_bound"
+
+
+def test_acceptance_against_the_fit() -> None:
+    fit = 10
+    assert acceptable(RunOutcome(4, "not_admitted", ""), fit)
+    assert acceptable(RunOutcome(9, "preempted", ""), fit)
+    assert not acceptable(RunOutcome(10, "not_admitted", ""), fit)  # over-reservation
+    assert not acceptable(RunOutcome(4, "stall", ""), fit)  # a stall is wrong at any size
+    assert not acceptable(RunOutcome(30, "error", ""), fit)
+
+
+def test_cell_names_failing_pools_and_first_diagnosis() -> None:
+    outcomes = [RunOutcome(p, "not_admitted", "") for p in range(4, 9)]
+    outcomes += [RunOutcome(9, "stall", "a stuck"), RunOutcome(10, "stall", "a stuck")]
+    outcomes += [RunOutcome(p, "finished", "") for p in range(11, 15)]
+    verdict = judge_cell(outcomes, fit=11)
+    assert (verdict.observed, verdict.kind) == ("fail", "stall")
+    assert verdict.failing_pools == (9, 10)
+    assert verdict.detail.startswith("stall at pools 9-10 (fit 11); pool 9: a stuck")
+    passing = judge_cell([o for o in outcomes if o.kind != "stall"], fit=11)
+    assert passing.observed == "pass" and "finished at pools 11-14" in passing.detail
+
+
+def test_expectation_may_pin_a_failure_kind() -> None:
+    verdict = judge_cell([RunOutcome(9, "stall", "")], fit=10)
+    assert expectation_met("fail", verdict)
+    assert expectation_met("stall", verdict)
+    assert not expectation_met("not_admitted", verdict)
+    assert not expectation_met("pass", verdict)
