@@ -85,7 +85,7 @@ def _assign(data: dict[str, Any], dotted: str) -> tuple[Any, str | int]:
 def expand_document(document: LoadedDocument) -> list[Case]:
     base = validate(document)
     if not base.matrix:
-        return [Case(base.name, document.path, document.line_of(()), base)]
+        return [Case(base.name, document.path, document.line_of(("name",)), base)]
     axes = list(base.matrix.items())
     cases = []
     for combination in itertools.product(*(_axis_points(n, a, document) for n, a in axes)):
@@ -108,7 +108,9 @@ def expand_document(document: LoadedDocument) -> list[Case]:
             spec = validate(document, data)
         except CaseFileError as error:
             raise CaseFileError(error.path, error.line, f"[{labels}] {error.message}") from None
-        cases.append(Case(f"{base.name}[{labels}]", document.path, document.line_of(()), spec))
+        cases.append(
+            Case(f"{base.name}[{labels}]", document.path, document.line_of(("name",)), spec)
+        )
     return cases
 
 

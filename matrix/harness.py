@@ -8,7 +8,7 @@ per step. The verdict module turns the snapshots into the cell's result.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from matrix.adapters import SchedulerHandle, SchedulerState, VersionAdapter
@@ -16,24 +16,25 @@ from matrix.expand import CellSpec
 from matrix.schema import (
     CaseFile,
     CompleteLoadEvent,
+    Event,
     RunBound,
     RunEvent,
     StateExpectation,
     StepEvent,
 )
 from matrix.variants import VARIANTS
-from matrix.verdict import CellVerdict, RunTrace, StepRecord, classify_run, judge_cell
+from matrix.verdict import (
+    CellVerdict,
+    RunTrace,
+    StepRecord,
+    StopReason,
+    classify_run,
+    judge_cell,
+)
 
 LOADING = "WAITING_FOR_REMOTE_KVS"
 # A state unchanged over this many steps with nothing scheduled will never change again.
 STUCK_AFTER = 2
-
-
-class ScenarioStop(Exception):
-    def __init__(self, reason: str, message: str = "") -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 @dataclass
@@ -41,10 +42,9 @@ class Scenario:
     """One run of a case's events on one scheduler."""
 
     handle: SchedulerHandle
-    pool: int
-    records: list[StepRecord]
-    completions_requested: set[str]
-    reported: set[str]
+    records: list[StepRecord] = field(default_factory=list)
+    completions_requested: set[str] = field(default_factory=set)
+    reported: set[str] = field(default_factory=set)
 
     def state(self) -> SchedulerState:
         return self.records[-1].state if self.records else self.handle.state()
@@ -57,18 +57,18 @@ class Scenario:
         }
         return loading & self.completions_requested
 
-    def step(self) -> StepRecord:
+    def step(self) -> None:
         deliver = self._deliverable()
         self.reported |= deliver
         outcome = self.handle.step(deliver)
-        record = StepRecord(
-            len(self.records) + 1,
-            tuple(sorted(outcome.scheduled_tokens.items())),
-            self.handle.state(),
-            outcome.free_blocks_while_running,
+        self.records.append(
+            StepRecord(
+                len(self.records) + 1,
+                tuple(sorted(outcome.scheduled_tokens.items())),
+                self.handle.state(),
+                outcome.free_blocks_while_running,
+            )
         )
-        self.records.append(record)
-        return record
 
     def all_finished(self) -> bool:
         return all(r.status == "FINISHED" for r in self.state().requests)
@@ -79,21 +79,19 @@ class Scenario:
         recent = self.records[-(STUCK_AFTER + 1) :]
         return all(not r.scheduled and r.state == recent[0].state for r in recent)
 
-    def run(self, bound: RunBound, remote_completes_loads: bool = True) -> None:
+    def run(self, bound: RunBound) -> StopReason:
+        """Steps until done or stuck; the remote side completes every load it is asked for."""
         for _ in range(bound.max_steps):
             if self.all_finished():
-                raise ScenarioStop("finished")
-            if remote_completes_loads:
-                self.completions_requested |= {r.request_id for r in self.state().requests}
+                return "finished"
+            self.completions_requested |= {r.request_id for r in self.state().requests}
             self.step()
-            if self.all_finished():
-                raise ScenarioStop("finished")
             if self.stuck():
-                raise ScenarioStop("stuck")
-        raise ScenarioStop("step_bound")
+                return "stuck"
+        return "finished" if self.all_finished() else "step_bound"
 
 
-def check_expectation(expect: StateExpectation, state: SchedulerState, step: int) -> None:
+def unmet_expectation(expect: StateExpectation, state: SchedulerState, step: int) -> str | None:
     by_id = {r.request_id: r for r in state.requests}
 
     def in_state(request_id: str) -> str:
@@ -110,37 +108,41 @@ def check_expectation(expect: StateExpectation, state: SchedulerState, step: int
         for request_id in getattr(expect, wanted):
             actual = in_state(request_id)
             if actual != wanted:
-                raise ScenarioStop(
-                    "expectation", f"after step {step}: {request_id} is {actual}, expected {wanted}"
-                )
+                return f"after step {step}: {request_id} is {actual}, expected {wanted}"
+    return None
+
+
+def play(scenario: Scenario, events: list[Event]) -> tuple[StopReason, str]:
+    for event in events:
+        if isinstance(event, CompleteLoadEvent):
+            scenario.completions_requested |= set(event.complete_load)
+        elif isinstance(event, StepEvent):
+            for _ in range(event.step):
+                scenario.step()
+            problem = event.expect and unmet_expectation(
+                event.expect, scenario.state(), len(scenario.records)
+            )
+            if problem:
+                return "expectation", problem
+    # The schema allows a run only as the last event; without one, the scenario still ends
+    # with a run, so every case is judged on whether its requests finish.
+    last = events[-1] if events else None
+    return scenario.run(last.run if isinstance(last, RunEvent) else RunBound()), ""
 
 
 def run_scenario(adapter: VersionAdapter, case: CaseFile, variant: str, pool: int) -> RunTrace:
-    records: list[StepRecord] = []
+    scenario: Scenario | None = None
     try:
         handle = adapter.build(case, pool)
         VARIANTS[variant].apply(handle)
         for request in case.requests:
             handle.add_request(request)
-        scenario = Scenario(handle, pool, records, set(), set())
-        events = list(case.events)
-        if not events or not isinstance(events[-1], RunEvent):
-            events.append(RunEvent(run=RunBound()))
-        for event in events:
-            if isinstance(event, CompleteLoadEvent):
-                scenario.completions_requested |= set(event.complete_load)
-            elif isinstance(event, StepEvent):
-                for _ in range(event.step):
-                    scenario.step()
-                if event.expect is not None:
-                    check_expectation(event.expect, scenario.state(), len(records))
-            else:
-                scenario.run(event.run)
-        raise ScenarioStop("step_bound")  # unreachable: a run always stops
-    except ScenarioStop as stop:
-        return RunTrace(pool, tuple(records), stop.reason, stop.message)  # type: ignore[arg-type]
+        scenario = Scenario(handle)
+        stopped, message = play(scenario, list(case.events))
+        return RunTrace(pool, tuple(scenario.records), stopped, message)
     except Exception as error:  # vLLM raising is an outcome to report, not a crash
-        return RunTrace(pool, tuple(records), "error", f"{type(error).__name__}: {error}")
+        records = tuple(scenario.records) if scenario else ()
+        return RunTrace(pool, records, "error", f"{type(error).__name__}: {error}")
 
 
 def ample_pool(case: CaseFile) -> int:

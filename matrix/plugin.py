@@ -112,7 +112,7 @@ class InvalidCaseFile(pytest.Item):
         self.problem = problem
 
     def runtest(self) -> None:
-        raise CaseFileError(self.path, 0, self.problem)
+        raise InvalidCase(self.problem)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         return self.problem
@@ -122,7 +122,11 @@ class InvalidCaseFile(pytest.Item):
 
 
 class CellMismatch(Exception):
-    pass
+    """An observed cell differs from the case's expectation."""
+
+
+class InvalidCase(Exception):
+    """A case file that does not load."""
 
 
 def _adapter(config: pytest.Config) -> VersionAdapter:

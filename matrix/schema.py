@@ -192,6 +192,8 @@ class CaseFile(Strict):
         if duplicates:
             raise ValueError(f"request ids repeat: {', '.join(duplicates)}")
         known = set(ids)
+        if any(isinstance(event, RunEvent) for event in self.events[:-1]):
+            raise ValueError("'run' ends a scenario: it can only be the last event")
         for event in self.events:
             named: set[str] = set()
             if isinstance(event, CompleteLoadEvent):

@@ -111,3 +111,8 @@ def test_shipped_cases_all_load() -> None:
 
     for path in sorted(CASES.glob("*.yaml")):
         assert cells_from_file(path)
+
+
+def test_run_must_be_the_last_event(write_case: WriteCase) -> None:
+    error = problem(write_case(GOOD + "events:\n  - run: {}\n  - step: 1\n"))
+    assert "only be the last event" in error.message
