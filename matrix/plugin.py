@@ -24,6 +24,7 @@ from matrix.report import (
     summary_table,
     write_report,
 )
+from matrix.schema import VARIANT_NAMES
 from matrix.verdict import CellVerdict, expectation_met
 
 CELL_PROPERTY = "matrix_cell"
@@ -67,7 +68,7 @@ def gpu_for_worker(worker_id: str | None, gpus: str | None) -> str | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "matrix: a vLLM KV reservation matrix cell")
-    for variant in ("stock", "none", "original", "group_count", "all_groups", "fixed"):
+    for variant in VARIANT_NAMES:
         config.addinivalue_line("markers", f"{variant}: a matrix cell of the {variant} variant")
     config.stash[cells_key] = []
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
