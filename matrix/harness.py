@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from matrix.adapters import SchedulerHandle, SchedulerState, VersionAdapter
 from matrix.expand import CellSpec
@@ -152,15 +151,17 @@ def ample_pool(case: CaseFile) -> int:
     return sum(math.ceil(case.max_model_len / size) + 32 for size in sizes)
 
 
-_fit_cache: dict[tuple[str, str], int] = {}
+# Keyed by the case's content: every variant of a case shares one measurement.
+_fit_cache: dict[str, int] = {}
 
 
-def measure_fit(adapter: VersionAdapter, case: CaseFile, cache_key: tuple[str, str]) -> int:
+def measure_fit(adapter: VersionAdapter, case: CaseFile) -> int:
     """The smallest pool in which each request, alone, runs to completion: its peak usage.
 
     Measured on the stock scheduler with an ample pool, where admission is never refused, so it
     depends on what requests allocate, not on any reservation rule.
     """
+    cache_key = case.model_dump_json(exclude={"expect", "variants", "description", "column"})
     if cache_key in _fit_cache:
         return _fit_cache[cache_key]
     ample = ample_pool(case)
@@ -180,6 +181,11 @@ def measure_fit(adapter: VersionAdapter, case: CaseFile, cache_key: tuple[str, s
     return fit
 
 
+def forget_fits() -> None:
+    """Drops measured fits (for benchmarks that time a cold cell)."""
+    _fit_cache.clear()
+
+
 def _least_free(records: tuple[StepRecord, ...]) -> int:
     return min(min(r.free_blocks_while_running, r.state.free_blocks) for r in records)
 
@@ -194,7 +200,7 @@ def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
     case = cell.case.spec
     try:
         check_lookahead(adapter, case)
-        fit = measure_fit(adapter, case, (str(cell.case.source), cell.case.case_id))
+        fit = measure_fit(adapter, case)
     except Exception as error:  # a case vLLM cannot run is a failing cell, not a crash
         return CellVerdict("fail", "error", f"{type(error).__name__}: {error}", 0, ())
     outcomes = [
@@ -204,16 +210,12 @@ def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
 
 
 def check_lookahead(adapter: VersionAdapter, case: CaseFile) -> None:
+    """A case that states a lookahead must get it from vLLM's own rule for the method."""
     if case.speculative is None or case.speculative.lookahead is None:
         return
-    derived = _derived_lookahead(adapter, case)
+    derived = adapter.build(case, ample_pool(case)).geometry().num_lookahead_tokens
     if derived != case.speculative.lookahead:
         raise ValueError(
             f"speculative.lookahead is {case.speculative.lookahead} but vLLM "
             f"derives {derived} for method {case.speculative.method}"
         )
-
-
-def _derived_lookahead(adapter: VersionAdapter, case: CaseFile) -> int:
-    handle: Any = adapter.build(case, ample_pool(case))
-    return int(handle.geometry().num_lookahead_tokens)

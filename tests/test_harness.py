@@ -113,3 +113,14 @@ def test_reservations_per_variant(adapter: Any, write_case: WriteCase) -> None:
         "all_groups": 3,
         "fixed": 3,
     }
+
+
+def test_stated_lookahead_is_checked_against_vllm(adapter: Any, write_case: WriteCase) -> None:
+    right = write_case(STALLING.replace("num_tokens: 3}", "num_tokens: 3, lookahead: 3}"), "a.yaml")
+    wrong = write_case(STALLING.replace("num_tokens: 3}", "num_tokens: 3, lookahead: 0}"), "b.yaml")
+    fixed_right = next(c for c in cells_from_file(right) if c.variant == "fixed")
+    fixed_wrong = next(c for c in cells_from_file(wrong) if c.variant == "fixed")
+    assert run_cell(adapter, fixed_right).kind != "error"
+    verdict = run_cell(adapter, fixed_wrong)
+    assert (verdict.observed, verdict.kind) == ("fail", "error")
+    assert "vLLM derives 3 for method eagle" in verdict.detail
