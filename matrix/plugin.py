@@ -70,6 +70,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "matrix: a vLLM KV reservation matrix cell")
     for variant in VARIANT_NAMES:
         config.addinivalue_line("markers", f"{variant}: a matrix cell of the {variant} variant")
+    for path in config.getoption("matrix_report"):
+        if Path(path).suffix not in (".md", ".json"):
+            raise pytest.UsageError(f"--matrix-report {path}: use a .md or .json file name")
     config.stash[cells_key] = []
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
     gpus = config.getoption("matrix_gpus") or os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -160,3 +160,9 @@ def test_shipped_cases_reproduce_the_upstream_table(
     stock = {c.case: c.observed for c in cells if c.variant == "stock"}
     assert stock == fixed  # 0.33 ships the fix
     assert all(c.as_expected for c in cells)
+
+
+def test_report_name_is_checked_before_running(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess("--matrix-report=out.txt")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--matrix-report out.txt: use a .md or .json file name"])
