@@ -103,15 +103,8 @@ def classify_run(trace: RunTrace) -> RunOutcome:
         return RunOutcome(
             trace.pool, "step_bound", f"still changing at the step bound: {names}; {where}"
         )
-    # A request that ran and was preempted is not the stall, even if it came from a load.
-    preempted = [r for r in unfinished if r.num_preemptions > 0]
-    if preempted:
-        return RunOutcome(
-            trace.pool,
-            "preempted",
-            f"{_describe(preempted[0])}: preempted and never resumed; {where}",
-        )
-    stalled = [r for r in unfinished if r.load_reported_done]
+    # A request that ran and was later preempted is not the stall, even if it came from a load.
+    stalled = [r for r in unfinished if r.load_reported_done and r.num_preemptions == 0]
     if stalled and not running:
         head = stalled[0]
         since = _first_step_reported_done(trace, head.request_id)
@@ -122,6 +115,13 @@ def classify_run(trace: RunTrace) -> RunOutcome:
                 f"{_describe(head)}: load completed at step {since} but never scheduled, "
                 f"nothing running; {where}"
             ),
+        )
+    preempted = [r for r in unfinished if r.num_preemptions > 0]
+    if preempted:
+        return RunOutcome(
+            trace.pool,
+            "preempted",
+            f"{_describe(preempted[0])}: preempted and never resumed; {where}",
         )
     never_admitted = [r for r in unfinished if r.status == "WAITING"]
     if never_admitted:

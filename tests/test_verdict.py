@@ -92,3 +92,13 @@ def test_expectation_may_pin_a_failure_kind() -> None:
     assert expectation_met("stall", verdict)
     assert not expectation_met("not_admitted", verdict)
     assert not expectation_met("pass", verdict)
+
+
+def test_a_stall_outranks_another_request_preempted() -> None:
+    state = (
+        request("a", "PREEMPTED", 0, done=True, preemptions=1),
+        request("b", "WAITING", 15, done=True),
+    )
+    outcome = classify_run(trace(state, state, state))
+    assert outcome.kind == "stall"
+    assert outcome.diagnosis.startswith("b (status WAITING")
