@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from matrix.expand import CellSpec, cells_from_file
+from matrix.expand import CellSpec, case_files, cells_from_file
 
 BENCH_CELL = "single_group[k=3]-stock"
 
@@ -38,7 +38,7 @@ def direct_loop(cell: CellSpec, pools: list[int]) -> None:
     from vllm.v1.request import Request
     from vllm.v1.structured_output import StructuredOutputManager
 
-    from matrix.adapters.v0_33 import _group_spec, vllm_config_for
+    from matrix.adapters.v0_33 import group_spec, vllm_config_for
 
     case = cell.case.spec
     spec_tokens = case.speculative.num_tokens if case.speculative else 0
@@ -48,7 +48,7 @@ def direct_loop(cell: CellSpec, pools: list[int]) -> None:
             num_blocks=pool,
             kv_cache_tensors=[],
             kv_cache_groups=[
-                KVCacheGroupSpec([f"l{i}"], _group_spec(g, case.max_model_len, spec_tokens))
+                KVCacheGroupSpec([f"l{i}"], group_spec(g, case.max_model_len, spec_tokens))
                 for i, g in enumerate(case.groups)
             ],
         )
@@ -113,7 +113,7 @@ def main(case_dir: Path) -> int:
 
     print(f"one-off import (vLLM scheduler + adapter, fresh process): {import_seconds():.2f} s")
     adapter = select_adapter()
-    cells = [c for path in sorted(case_dir.glob("*.yaml")) for c in cells_from_file(path)]
+    cells = [c for path in case_files(case_dir) for c in cells_from_file(path)]
     harness.run_cell(adapter, cells[0])  # warm the config cache and vLLM's lazy imports
     harness.forget_fits()
     started = time.perf_counter()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix.loader import CaseFileError, LoadedDocument, Location, read_document, validate
-from matrix.schema import Axis, CaseFile, Expectation
+from matrix.schema import Axis, CaseFile, Expectation, VariantName
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class CellSpec:
     """A case run under one reservation variant: one test, one cell of the results table."""
 
     case: Case
-    variant: str
+    variant: VariantName
     expected: Expectation
 
     @property
@@ -44,19 +44,23 @@ class CellSpec:
         return f"{self.case.case_id}-{self.variant}"
 
 
-def _axis_points(name: str, axis: Axis, document: LoadedDocument) -> list[tuple[str, Any]]:
+AxisPoint = tuple[str, Any, Location]  # label, value, where the value is written
+
+
+def _axis_points(name: str, axis: Axis, document: LoadedDocument) -> list[AxisPoint]:
+    where: Location = ("matrix", name, "values")
     if isinstance(axis.values, dict):
-        return [(str(label), value) for label, value in axis.values.items()]
+        return [(str(label), value, (*where, label)) for label, value in axis.values.items()]
     points = []
     for index, value in enumerate(axis.values):
         if isinstance(value, dict | list):
-            line = document.line_of(("matrix", name, "values", index))
             raise CaseFileError(
                 document.path,
-                line,
+                document.line_of((*where, index)),
                 f"matrix.{name}: structured values need labels (values: {{label: value, ...}})",
             )
-        points.append((str(value).lower() if isinstance(value, bool) else str(value), value))
+        label = str(value).lower() if isinstance(value, bool) else str(value)
+        points.append((label, value, (*where, index)))
     return points
 
 
@@ -91,21 +95,25 @@ def expand_document(document: LoadedDocument) -> list[Case]:
     for combination in itertools.product(*(_axis_points(n, a, document) for n, a in axes)):
         data = copy.deepcopy(document.data)
         del data["matrix"]
-        for (name, axis), (_, value) in zip(axes, combination, strict=True):
+        moved: dict[Location, int] = {}
+        for (name, axis), (_, value, where) in zip(axes, combination, strict=True):
             for path, item in axis.overlays(value).items():
                 try:
                     container, key = _assign(data, path)
                 except KeyError:
-                    line = document.line_of(("matrix", name))
                     raise CaseFileError(
-                        document.path, line, f"matrix.{name}: no such place in the case: {path}"
+                        document.path,
+                        document.line_of(where),
+                        f"matrix.{name}: no such place in the case: {path}",
                     ) from None
                 container[key] = copy.deepcopy(item)
+                overlay_line = (*where, path) if axis.path is None else where
+                moved[_path_parts(path)] = document.line_of(overlay_line)
         labels = ",".join(
-            f"{name}={label}" for (name, _), (label, _) in zip(axes, combination, strict=True)
+            f"{name}={label}" for (name, _), (label, _, _) in zip(axes, combination, strict=True)
         )
         try:
-            spec = validate(document, data)
+            spec = validate(document, data, moved)
         except CaseFileError as error:
             raise CaseFileError(error.path, error.line, f"[{labels}] {error.message}") from None
         cases.append(
@@ -119,6 +127,13 @@ def cells_for_case(case: Case) -> list[CellSpec]:
         CellSpec(case, variant, case.spec.expectation_for(variant))
         for variant in case.spec.variants
     ]
+
+
+def case_files(path: Path) -> list[Path]:
+    """The case files a path names: itself, or the YAML files in a directory."""
+    if not path.is_dir():
+        return [path]
+    return sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
 
 
 def cells_from_file(path: Path) -> list[CellSpec]:

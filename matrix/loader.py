@@ -52,6 +52,7 @@ def _plain(
 ) -> Any:
     lines[where] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
+        loader.flatten_mapping(node)  # resolves YAML merge keys (<<: *anchor)
         mapping: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
@@ -108,8 +109,13 @@ def data_location(data: Any, pydantic_location: tuple[int | str, ...]) -> Locati
 
 
 def describe_validation_error(
-    error: ValidationError, document: LoadedDocument, data: Any
+    error: ValidationError,
+    document: LoadedDocument,
+    data: Any,
+    moved: dict[Location, int] | None = None,
 ) -> CaseFileError:
+    """One line for a validation error. ``moved`` maps places of ``data`` that a matrix axis
+    wrote to the line of that axis value, so errors there point at the axis, not the base."""
     problems = error.errors(include_url=False)
     # Union members each report why they did not match: the deepest location is the useful one,
     # and among equals a failed rule (value_error) says more than a type mismatch.
@@ -121,20 +127,26 @@ def describe_validation_error(
         ),
     )
     location = data_location(data, first["loc"])
+    line = document.line_of(location)
+    for prefix, axis_line in (moved or {}).items():
+        if location[: len(prefix)] == prefix:
+            line = axis_line
     where = ".".join(str(part) for part in location) or "case"
     message = first["msg"].removeprefix("Value error, ")
     more = len(problems) - 1
     suffix = f" (and {more} more {'problem' if more == 1 else 'problems'})" if more else ""
-    return CaseFileError(document.path, document.line_of(location), f"{where}: {message}{suffix}")
+    return CaseFileError(document.path, line, f"{where}: {message}{suffix}")
 
 
-def validate(document: LoadedDocument, data: Any | None = None) -> CaseFile:
+def validate(
+    document: LoadedDocument, data: Any | None = None, moved: dict[Location, int] | None = None
+) -> CaseFile:
     """Validates ``data`` (the document's own, or an expanded copy of it) as a case."""
     payload = document.data if data is None else data
     try:
         return CaseFile.model_validate(payload)
     except ValidationError as error:
-        raise describe_validation_error(error, document, payload) from None
+        raise describe_validation_error(error, document, payload, moved) from None
 
 
 def load_case_file(path: Path) -> tuple[LoadedDocument, CaseFile]:

@@ -159,6 +159,7 @@ def make_cell(spec: CellSpec, verdict: CellVerdict) -> Cell:
         kind=verdict.kind,
         detail=verdict.detail,
         source=f"{spec.case.source.name}:{spec.case.line}",
+        as_expected=expectation_met(spec.expected, verdict),
     )
 
 
@@ -171,8 +172,9 @@ class CellItem(pytest.Item):
         from matrix.harness import run_cell
 
         verdict = run_cell(_adapter(self.config), self.spec)
-        self.user_properties.append((CELL_PROPERTY, make_cell(self.spec, verdict).to_dict()))
-        if not expectation_met(self.spec.expected, verdict):
+        cell = make_cell(self.spec, verdict)
+        self.user_properties.append((CELL_PROPERTY, cell.to_dict()))
+        if not cell.as_expected:
             raise CellMismatch(
                 f"expected {self.spec.expected}, observed {verdict.observed} "
                 f"({verdict.kind}): {verdict.detail}"
@@ -204,7 +206,9 @@ class CellCollector:
                 self.config.stash[cells_key].append(Cell.from_dict(value))
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
     if hasattr(config, "workerinput"):
         return
     collected: list[Cell] = config.stash[cells_key]

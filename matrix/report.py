@@ -40,12 +40,7 @@ class Cell:
     kind: str  # "finished" or the failure kind
     detail: str
     source: str
-
-    @property
-    def as_expected(self) -> bool:
-        if self.observed != self.expected:
-            return False
-        return self.expected_kind is None or self.kind == self.expected_kind
+    as_expected: bool  # observed matches the case's expectation (see verdict.expectation_met)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

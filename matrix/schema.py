@@ -1,4 +1,4 @@
-"""The case file format: pydantic models, unknown keys rejected.
+"""The case file format: pydantic models, unknown keys rejected, no type coercion.
 
 This module is the single source of truth for what a YAML case may say;
 ``python -m matrix schema`` prints the JSON Schema generated from it.
@@ -6,12 +6,12 @@ This module is the single source of truth for what a YAML case may say;
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-Variant = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
-VARIANT_NAMES: tuple[Variant, ...] = (
+VariantName = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
+VARIANT_NAMES: tuple[VariantName, ...] = (
     "stock",
     "none",
     "original",
@@ -19,23 +19,18 @@ VARIANT_NAMES: tuple[Variant, ...] = (
     "all_groups",
     "fixed",
 )
-
-# A failure kind may be named as an expectation when a case wants to pin *how* a variant fails.
-FAILURE_KINDS: tuple[str, ...] = (
-    "stall",
-    "not_admitted",
-    "preempted",
-    "step_bound",
-    "expectation",
-    "error",
-)
-Expectation = Literal[
-    "pass", "fail", "stall", "not_admitted", "preempted", "step_bound", "expectation", "error"
+# How a run can fail (matrix/verdict.py says what each means). A case may pin one as the
+# expectation for a variant, to say *how* it must fail.
+FailureKind = Literal[
+    "stall", "not_admitted", "preempted", "step_bound", "stuck", "expectation", "error"
 ]
+Expectation = Literal["pass", "fail", FailureKind]
+ExpectKey = Literal["default", VariantName]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # YAML already gives typed values: "16" or true where a number belongs is a mistake.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Group(Strict):
@@ -96,19 +91,29 @@ class RequestSpec(Strict):
 
 
 class StateExpectation(Strict):
-    """Request ids that must be in each state after a step (other requests are unconstrained)."""
+    """Request ids that must be in each state after a step (other requests are unconstrained).
 
-    loading: list[str] = []
+    ``waiting``: not admitted yet. ``loading``: admitted, its remote KV not yet reported loaded.
+    ``loaded``: load reported complete, not yet scheduled (promotion pending or refused).
+    ``preempted``: ran, then preempted, not running now.
+    """
+
     waiting: list[str] = []
+    loading: list[str] = []
+    loaded: list[str] = []
     running: list[str] = []
+    preempted: list[str] = []
     finished: list[str] = []
 
+    def by_state(self) -> dict[str, list[str]]:
+        return {state: getattr(self, state) for state in type(self).model_fields}
+
     def ids(self) -> set[str]:
-        return {*self.loading, *self.waiting, *self.running, *self.finished}
+        return {rid for ids in self.by_state().values() for rid in ids}
 
 
 class StepEvent(Strict):
-    """Run ``times`` scheduler steps (schedule + model output), then check ``expect``."""
+    """Run ``step`` scheduler steps (schedule + model output), then check ``expect``."""
 
     step: Annotated[int, Field(ge=1, le=1000)] = 1
     expect: StateExpectation | None = None
@@ -120,18 +125,43 @@ class CompleteLoadEvent(Strict):
     complete_load: list[str]
 
 
-class RunEvent(Strict):
-    """Step until every request finished or nothing can change; remote loads complete a step
-    after admission."""
-
-    run: RunBound
-
-
 class RunBound(Strict):
     max_steps: Annotated[int, Field(ge=1, le=10_000)] = 200
 
 
-Event = StepEvent | CompleteLoadEvent | RunEvent
+class RunEvent(Strict):
+    """Step until every request finished or nothing can change; remote loads complete a step
+    after admission. Ends the scenario."""
+
+    run: RunBound
+
+
+def _event_kind(value: Any) -> str | None:
+    if isinstance(value, dict):
+        for key in ("complete_load", "run", "step"):
+            if key in value:
+                return key
+        if "expect" in value:
+            return "step"
+        return None
+    if isinstance(value, StepEvent):
+        return "step"
+    if isinstance(value, CompleteLoadEvent):
+        return "complete_load"
+    return "run" if isinstance(value, RunEvent) else None
+
+
+# Tagged by the key an event starts with, so a mistake is reported against that kind of event.
+Event = Annotated[
+    Annotated[StepEvent, Tag("step")]
+    | Annotated[CompleteLoadEvent, Tag("complete_load")]
+    | Annotated[RunEvent, Tag("run")],
+    Discriminator(
+        _event_kind,
+        custom_error_type="event_kind",
+        custom_error_message="an event is one of step:, complete_load: or run:",
+    ),
+]
 
 
 class Axis(Strict):
@@ -144,7 +174,7 @@ class Axis(Strict):
     """
 
     path: Annotated[str, Field(min_length=1)] | None = None
-    values: list[object] | dict[str, object]
+    values: list[Any] | dict[str, Any]
 
     @model_validator(mode="after")
     def _shape(self) -> Axis:
@@ -160,10 +190,9 @@ class Axis(Strict):
                     )
         return self
 
-    def overlays(self, value: object) -> dict[str, object]:
+    def overlays(self, value: Any) -> dict[str, Any]:
         """The places this axis sets for one of its values."""
         if self.path is None:
-            assert isinstance(value, dict)
             return {str(path): item for path, item in value.items()}
         return {self.path: value}
 
@@ -181,8 +210,8 @@ class CaseFile(Strict):
     pool: Annotated[int, Field(ge=2)] | PoolSweep
     requests: Annotated[list[RequestSpec], Field(min_length=1)]
     events: list[Event] = [RunEvent(run=RunBound())]
-    expect: dict[Literal["default"] | Variant, Expectation] = {}
-    variants: list[Variant] = list(VARIANT_NAMES)
+    expect: dict[ExpectKey, Expectation] = {}
+    variants: list[VariantName] = list(VARIANT_NAMES)
     matrix: dict[str, Axis] = {}
 
     @model_validator(mode="after")
@@ -191,9 +220,12 @@ class CaseFile(Strict):
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
             raise ValueError(f"request ids repeat: {', '.join(duplicates)}")
-        known = set(ids)
+        mamba_modes = {g.mamba_mode for g in self.groups if g.kind == "mamba"}
+        if len(mamba_modes) > 1:
+            raise ValueError("all mamba groups of a model share one mamba_mode")
         if any(isinstance(event, RunEvent) for event in self.events[:-1]):
             raise ValueError("'run' ends a scenario: it can only be the last event")
+        known = set(ids)
         for event in self.events:
             named: set[str] = set()
             if isinstance(event, CompleteLoadEvent):
@@ -207,8 +239,5 @@ class CaseFile(Strict):
             raise ValueError("variants repeat")
         return self
 
-    def expectation_for(self, variant: str) -> Expectation:
-        return self.expect.get(variant, self.expect.get("default", "pass"))  # type: ignore[call-overload,no-any-return]
-
-
-RunEvent.model_rebuild()
+    def expectation_for(self, variant: VariantName) -> Expectation:
+        return self.expect.get(variant, self.expect.get("default", "pass"))

@@ -8,6 +8,7 @@ One run (one pool size) ends in one of these kinds:
 - ``not_admitted``: a request was never admitted, with nothing else left to run.
 - ``preempted``: a request ran, was preempted, and never resumed.
 - ``step_bound``: the state kept changing until the step bound (a livelock, or a bound too low).
+- ``stuck``: nothing changes any more, in none of the shapes above.
 - ``expectation``: a step's ``expect`` did not hold.
 - ``error``: vLLM raised.
 
@@ -22,12 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from matrix.adapters import RequestState, SchedulerState
+from matrix.adapters import FINISHED, RUNNING, WAITING, RequestState, SchedulerState
+from matrix.schema import FailureKind
 
-RunKind = Literal[
-    "finished", "stall", "not_admitted", "preempted", "step_bound", "expectation", "error"
-]
-StopReason = Literal["finished", "stuck", "step_bound", "expectation", "error"]
+RunKind = Literal["finished", FailureKind]
+StopReason = Literal["finished", "stuck", "step_bound", "error"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ class RunTrace:
     pool: int
     steps: tuple[StepRecord, ...]
     stopped: StopReason
-    message: str = ""
+    message: str = ""  # the error, when stopped is "error"
+    unmet_expectation: str = ""  # the first step expectation that did not hold
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,6 @@ class CellVerdict:
     detail: str
     fit: int  # the smallest pool in which every request, alone, runs to completion
     outcomes: tuple[RunOutcome, ...]
-
-    @property
-    def failing_pools(self) -> tuple[int, ...]:
-        return tuple(o.pool for o in self.outcomes if not acceptable(o, self.fit))
 
 
 def _describe(request: RequestState) -> str:
@@ -84,25 +81,39 @@ def _first_step_reported_done(trace: RunTrace, request_id: str) -> int | None:
     return None
 
 
+def _where(trace: RunTrace) -> str:
+    if not trace.steps:
+        return f"pool {trace.pool} blocks"
+    last = trace.steps[-1]
+    return (
+        f"pool {trace.pool} blocks, {last.state.free_blocks} free, "
+        f"reservation in force {last.state.reserved_blocks} blocks, after step {last.step}"
+    )
+
+
 def classify_run(trace: RunTrace) -> RunOutcome:
-    if trace.stopped in ("error", "expectation"):
-        return RunOutcome(trace.pool, trace.stopped, trace.message)
+    """The run's kind: a stall or an error first, then an unmet expectation, then how it ended."""
+    ended = _how_it_ended(trace)
+    if trace.unmet_expectation and ended.kind not in ("stall", "error"):
+        return RunOutcome(trace.pool, "expectation", f"{trace.unmet_expectation}; {_where(trace)}")
+    return ended
+
+
+def _how_it_ended(trace: RunTrace) -> RunOutcome:
     if trace.stopped == "finished":
         return RunOutcome(
             trace.pool, "finished", f"all requests finished in {len(trace.steps)} steps"
         )
-    last = trace.steps[-1].state
-    where = (
-        f"pool {trace.pool} blocks, {last.free_blocks} free, "
-        f"reservation in force {last.reserved_blocks} blocks, after step {trace.steps[-1].step}"
-    )
-    unfinished = [r for r in last.requests if r.status != "FINISHED"]
-    running = [r for r in unfinished if r.status == "RUNNING"]
+    where = _where(trace)
+    if trace.stopped == "error":
+        return RunOutcome(trace.pool, "error", f"{trace.message}; {where}")
+    unfinished = [r for r in trace.steps[-1].state.requests if r.status != FINISHED]
     if trace.stopped == "step_bound":
         names = ", ".join(_describe(r) for r in unfinished)
         return RunOutcome(
             trace.pool, "step_bound", f"still changing at the step bound: {names}; {where}"
         )
+    running = [r for r in unfinished if r.status == RUNNING]
     # A request that ran and was later preempted is not the stall, even if it came from a load.
     stalled = [r for r in unfinished if r.load_reported_done and r.num_preemptions == 0]
     if stalled and not running:
@@ -123,22 +134,22 @@ def classify_run(trace: RunTrace) -> RunOutcome:
             "preempted",
             f"{_describe(preempted[0])}: preempted and never resumed; {where}",
         )
-    never_admitted = [r for r in unfinished if r.status == "WAITING"]
+    never_admitted = [r for r in unfinished if r.status == WAITING and not r.load_reported_done]
     if never_admitted:
         return RunOutcome(
             trace.pool, "not_admitted", f"{_describe(never_admitted[0])}: never admitted; {where}"
         )
     names = ", ".join(_describe(r) for r in unfinished)
-    return RunOutcome(trace.pool, "step_bound", f"no progress: {names}; {where}")
+    return RunOutcome(trace.pool, "stuck", f"nothing changes any more: {names}; {where}")
 
 
 def acceptable(outcome: RunOutcome, fit: int) -> bool:
-    """A stall, an error or a broken expectation is never right. From the fit up, every request
-    must finish (refusing one that fits is over-reservation); below it the pool is too small for
-    some request, and refusing it, preempting it or thrashing on it is the scheduler's call."""
+    """A stall or an error is never right. From the fit up, every request must finish (refusing
+    one that fits is over-reservation) and every step expectation must hold; below it the pool
+    is too small for some request, and what the scheduler does then is its own call."""
     if outcome.kind == "finished":
         return True
-    if outcome.kind in ("stall", "error", "expectation"):
+    if outcome.kind in ("stall", "error"):
         return False
     return outcome.pool < fit
 

@@ -63,10 +63,12 @@ def test_the_fix_refuses_instead_of_stalling(adapter: Any, write_case: WriteCase
 
 
 def test_a_step_expectation_that_fails(adapter: Any, write_case: WriteCase) -> None:
-    text = STALLING.replace("expect: {loading: [a]}", "expect: {running: [a]}")
-    outcome = classify_run(run_scenario(adapter, case_of(write_case(text)), "original", 11))
+    case = case_of(write_case(STALLING.replace("expect: {loading: [a]}", "expect: {running: [a]}")))
+    outcome = classify_run(run_scenario(adapter, case, "stock", 40))
     assert outcome.kind == "expectation"
-    assert outcome.diagnosis == "after step 1: a is loading, expected running"
+    assert outcome.diagnosis.startswith("after step 1: a is loading, expected running; pool 40")
+    # The scenario plays on after an unmet expectation, and a stall outranks it.
+    assert classify_run(run_scenario(adapter, case, "original", 11)).kind == "stall"
 
 
 def _cells_by_variant(adapter: Any, path: Path) -> dict[str, tuple[str, str, str]]:

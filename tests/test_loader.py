@@ -93,6 +93,7 @@ def test_axis_path_that_does_not_exist(write_case: WriteCase) -> None:
 def test_axis_value_error_names_the_point(write_case: WriteCase) -> None:
     text = GOOD + "matrix:\n  k: {path: speculative.num_tokens, values: [1, 99]}\n"
     error = problem(write_case(text))
+    assert error.line == 9
     assert error.message.startswith("[k=99] speculative.num_tokens")
 
 
@@ -116,3 +117,55 @@ def test_shipped_cases_all_load() -> None:
 def test_run_must_be_the_last_event(write_case: WriteCase) -> None:
     error = problem(write_case(GOOD + "events:\n  - run: {}\n  - step: 1\n"))
     assert "only be the last event" in error.message
+
+
+def test_numbers_are_not_coerced(write_case: WriteCase) -> None:
+    error = problem(write_case(GOOD.replace("prompt: 16", 'prompt: "16"')))
+    assert error.line == 7 and "valid integer" in error.message
+    assert (
+        "valid integer" in problem(write_case(GOOD.replace("prompt: 16", "prompt: true"))).message
+    )
+
+
+def test_event_errors_name_the_event_kind(write_case: WriteCase) -> None:
+    error = problem(write_case(GOOD + "events:\n  - {complete_load: a}\n"))
+    assert "events.0.complete_load: Input should be a valid list" in error.message
+    error = problem(write_case(GOOD + "events:\n  - {stepp: 1}\n"))
+    assert "an event is one of step:, complete_load: or run:" in error.message
+
+
+def test_misspelt_variant_in_expect(write_case: WriteCase) -> None:
+    error = problem(write_case(GOOD + "expect: {orignal: fail}\n"))
+    assert error.line == 8 and "'original'" in error.message
+
+
+def test_axis_value_error_points_at_the_axis_value(write_case: WriteCase) -> None:
+    text = (
+        GOOD
+        + "matrix:\n  k:\n    path: speculative.num_tokens\n    values:\n      - 1\n      - 99\n"
+    )
+    error = problem(write_case(text))
+    assert error.line == 13
+    assert error.message.startswith("[k=99] speculative.num_tokens")
+
+
+def test_yaml_anchors_and_merge_keys(write_case: WriteCase) -> None:
+    text = GOOD.replace(
+        "groups:\n  - {kind: full, block_size: 4}",
+        "base: &full {kind: full}\ngroups:\n  - {<<: *full, block_size: 4}",
+    )
+    error = problem(write_case(text))  # the anchor's own key is still an unknown key
+    assert error.line == 2 and "base" in error.message
+    merged = text.replace("base: &full {kind: full}\n", "").replace(
+        "  - {<<: *full, block_size: 4}", "  - &g {kind: full, block_size: 4}\n  - {<<: *g}"
+    )
+    assert len(cells_from_file(write_case(merged, "merged.yaml"))) == 6
+
+
+def test_mixed_mamba_modes_rejected(write_case: WriteCase) -> None:
+    text = GOOD.replace(
+        "  - {kind: full, block_size: 4}",
+        "  - {kind: mamba, block_size: 4, mamba_mode: align}\n"
+        "  - {kind: mamba, block_size: 4, mamba_mode: none}",
+    )
+    assert "share one mamba_mode" in problem(write_case(text)).message

@@ -18,7 +18,10 @@ def cell(
     expected: str = "pass",
     kind: str = "finished",
 ) -> Cell:
-    return Cell(case, column, variant, expected, None, observed, kind, "detail", "x.yaml:1")
+    matches = observed == expected
+    return Cell(
+        case, column, variant, expected, None, observed, kind, "detail", "x.yaml:1", matches
+    )
 
 
 CELLS = [
@@ -62,6 +65,7 @@ def test_json_report(tmp_path: Path) -> None:
     assert data["vllm_version"] == "0.33.0"
     first = data["cells"][0]
     assert {"case", "column", "variant", "expected", "observed", "kind", "detail"} <= set(first)
+    assert {c["as_expected"] for c in data["cells"]} == {True, False}
     assert {c["observed"] for c in data["cells"]} == {"pass", "fail"}
     assert [c["case"] for c in data["cells"]] == sorted(c["case"] for c in data["cells"])
 

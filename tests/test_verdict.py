@@ -58,11 +58,13 @@ def test_never_admitted() -> None:
 def test_finished_error_and_bound() -> None:
     done = (request("a", "FINISHED"),)
     assert classify_run(trace(done, stopped="finished")).kind == "finished"
-    assert (
-        classify_run(RunTrace(9, (), "error", "ValueError: boom")).diagnosis == "ValueError: boom"
-    )
+    error = classify_run(RunTrace(9, (), "error", "ValueError: boom"))
+    assert error.diagnosis == "ValueError: boom; pool 9 blocks"
     busy = (request("a", "RUNNING", 5),)
     assert classify_run(trace(busy, stopped="step_bound")).kind == "step_bound"
+    # Stuck with a loaded request while another one runs: none of the known shapes.
+    odd = (request("a", "WAITING", 15, done=True), request("b", "RUNNING", 3))
+    assert classify_run(trace(odd, odd, odd)).kind == "stuck"
 
 
 def test_acceptance_against_the_fit() -> None:
@@ -71,7 +73,9 @@ def test_acceptance_against_the_fit() -> None:
     assert acceptable(RunOutcome(9, "preempted", ""), fit)
     assert not acceptable(RunOutcome(10, "not_admitted", ""), fit)  # over-reservation
     assert not acceptable(RunOutcome(4, "stall", ""), fit)  # a stall is wrong at any size
-    assert not acceptable(RunOutcome(30, "error", ""), fit)
+    assert not acceptable(RunOutcome(4, "error", ""), fit)
+    assert acceptable(RunOutcome(9, "expectation", ""), fit)  # too small for the scenario
+    assert not acceptable(RunOutcome(10, "expectation", ""), fit)
 
 
 def test_cell_names_failing_pools_and_first_diagnosis() -> None:
@@ -80,7 +84,6 @@ def test_cell_names_failing_pools_and_first_diagnosis() -> None:
     outcomes += [RunOutcome(p, "finished", "") for p in range(11, 15)]
     verdict = judge_cell(outcomes, fit=11)
     assert (verdict.observed, verdict.kind) == ("fail", "stall")
-    assert verdict.failing_pools == (9, 10)
     assert verdict.detail.startswith("stall at pools 9-10 (fit 11); pool 9: a stuck")
     passing = judge_cell([o for o in outcomes if o.kind != "stall"], fit=11)
     assert passing.observed == "pass" and "finished at pools 11-14" in passing.detail

@@ -19,6 +19,15 @@ class UnsupportedRelease(Exception):
     """The installed vLLM cannot run the matrix; the message names what is missing."""
 
 
+# RequestState.status values the harness and verdict reason about (vLLM's RequestStatus names,
+# plus FINISHED for every finished status and for a request the scheduler already dropped).
+WAITING = "WAITING"
+LOADING = "WAITING_FOR_REMOTE_KVS"
+RUNNING = "RUNNING"
+PREEMPTED = "PREEMPTED"
+FINISHED = "FINISHED"
+
+
 @dataclass(frozen=True)
 class GroupGeometry:
     block_size: int
@@ -32,7 +41,6 @@ class Geometry:
     spec_step_tokens: int  # 1 + num_spec_tokens + num_lookahead_tokens, or 0 without spec decode
     scheduler_block_size: int
     groups: tuple[GroupGeometry, ...]
-    num_spec_tokens: int
     num_lookahead_tokens: int
 
 
@@ -41,7 +49,7 @@ class RequestState:
     """A request as the scheduler holds it, in vLLM's own words."""
 
     request_id: str
-    status: str  # vLLM's RequestStatus name, or "FINISHED" once the scheduler dropped it
+    status: str  # see the constants above
     num_computed_tokens: int
     load_reported_done: bool  # the connector output reported its load finished
     num_preemptions: int
@@ -57,7 +65,6 @@ class SchedulerState:
 @dataclass(frozen=True)
 class StepOutcome:
     scheduled_tokens: dict[str, int]
-    finished: tuple[str, ...]
     # Free blocks between schedule() and the model output: a request that finishes in this
     # step frees its blocks before the step ends, so this is where usage peaks.
     free_blocks_while_running: int

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix.adapters import (
+    FINISHED,
     Geometry,
     GroupGeometry,
     RequestState,
@@ -68,7 +69,7 @@ def _model_dir(name: str) -> str:
     return str(shipped if shipped.is_dir() else Path(name))
 
 
-def _group_spec(group: Group, max_model_len: int, spec_tokens: int) -> KVCacheSpec:
+def group_spec(group: Group, max_model_len: int, spec_tokens: int) -> KVCacheSpec:
     block_size = max_model_len if group.block_size == "max_model_len" else group.block_size
     attention = {"num_kv_heads": 2, "head_size": 16, "dtype": torch.float32}
     if group.kind == "full":
@@ -164,9 +165,7 @@ class Vllm033Handle:
             num_blocks=pool,
             kv_cache_tensors=[],
             kv_cache_groups=[
-                KVCacheGroupSpec(
-                    [f"layer.{index}"], _group_spec(g, case.max_model_len, spec_tokens)
-                )
+                KVCacheGroupSpec([f"layer.{index}"], group_spec(g, case.max_model_len, spec_tokens))
                 for index, g in enumerate(case.groups)
             ],
         )
@@ -180,7 +179,6 @@ class Vllm033Handle:
             log_stats=False,
         )
         self._block_hasher = get_request_block_hasher(hash_block_size, sha256)
-        self._finished: set[str] = set()
         self._known: list[str] = []
         self._reported_done: set[str] = set()
 
@@ -195,7 +193,6 @@ class Vllm033Handle:
                 GroupGeometry(m.block_size, isinstance(m.kv_cache_spec, MambaSpec))
                 for m in managers
             ),
-            num_spec_tokens=spec_tokens,
             num_lookahead_tokens=lookahead,
         )
 
@@ -261,27 +258,24 @@ class Vllm033Handle:
                         running, [[DRAFT_TOKEN] * scheduler.num_spec_tokens for _ in running]
                     )
                 )
-        newly_finished = tuple(
-            r for r in self._known if r not in scheduler.requests and r not in self._finished
-        )
-        self._finished.update(newly_finished)
-        return StepOutcome(dict(output.num_scheduled_tokens), newly_finished, free_while_running)
+        return StepOutcome(dict(output.num_scheduled_tokens), free_while_running)
 
     def state(self) -> SchedulerState:
         scheduler = self.scheduler
         requests = []
         for request_id in self._known:
+            reported = request_id in self._reported_done
             request = scheduler.requests.get(request_id)
-            if request is None:
-                requests.append(RequestState(request_id, "FINISHED", 0, True, 0))
+            if request is None:  # finished requests leave the scheduler
+                requests.append(RequestState(request_id, FINISHED, 0, reported, 0))
                 continue
             status = request.status
             requests.append(
                 RequestState(
                     request_id,
-                    "FINISHED" if RequestStatus.is_finished(status) else status.name,
+                    FINISHED if RequestStatus.is_finished(status) else status.name,
                     request.num_computed_tokens,
-                    request_id in self._reported_done,
+                    reported,
                     request.num_preemptions,
                 )
             )
@@ -291,13 +285,18 @@ class Vllm033Handle:
             scheduler._inflight_prefill_reserved_blocks() + scheduler._spec_decode_step_blocks,
         )
 
-    def remaining_blocks(self, request: Any, extra_tokens: int) -> int:
+    def remaining_blocks(self, request: Any, spec_tokens_through_coordinator: bool) -> int:
+        """Blocks an in-flight load still needs to hold its whole sequence; with
+        ``spec_tokens_through_coordinator``, also its first speculative step."""
         scheduler = self.scheduler
+        if spec_tokens_through_coordinator:
+            # 0.33's own rule, from the class so no installed variant can shadow it.
+            return int(Scheduler._request_remaining_blocks(scheduler, request))
         full = min(request.num_tokens, scheduler.max_model_len)
         manager = scheduler.kv_cache_manager
         blocks: int = manager.coordinator.get_num_blocks_to_allocate(
             request_id=request.request_id,
-            num_tokens=full + extra_tokens,
+            num_tokens=full,
             new_computed_blocks=manager.empty_kv_cache_blocks.blocks,
             num_encoder_tokens=0,
             total_computed_tokens=request.num_computed_tokens,
@@ -312,11 +311,10 @@ class Vllm033Handle:
         self, admission_margin: int, per_request_margin: int, spec_tokens_through_coordinator: bool
     ) -> None:
         scheduler = self.scheduler
-        extra_tokens = self.geometry().spec_step_tokens if spec_tokens_through_coordinator else 0
 
         def reserved_for_inflight_loads() -> int:
             inflight = sum(
-                self.remaining_blocks(request, extra_tokens) + per_request_margin
+                self.remaining_blocks(request, spec_tokens_through_coordinator) + per_request_margin
                 for request in scheduler._inflight_prefills
             )
             return inflight + admission_margin
