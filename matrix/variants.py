@@ -17,11 +17,10 @@ speculative decoding).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
 from matrix.adapters import Geometry, SchedulerHandle
-from matrix.schema import VARIANT_NAMES
 
 
 def _ceil_div(numerator: int, denominator: int) -> int:
@@ -46,9 +45,10 @@ class Stock:
 @dataclass(frozen=True)
 class Reservation:
     name: str
-    margin: Callable[[Geometry], int]
-    margin_per_inflight_load: bool
-    spec_tokens_through_coordinator: bool
+    margin: Callable[[Geometry], int]  # blocks kept free for the admitting request's spec step
+    _: KW_ONLY
+    margin_per_inflight_load: bool  # each in-flight load also keeps the margin (0.31's shape)
+    spec_tokens_through_coordinator: bool  # in-flight loads count full + N tokens (0.32's shape)
 
     def apply(self, handle: SchedulerHandle) -> None:
         margin = self.margin(handle.geometry())
@@ -73,10 +73,28 @@ def _per_group(g: Geometry, include_mamba: bool) -> int:
 
 VARIANTS: dict[str, Variant] = {
     "stock": Stock(),
-    "none": Reservation("none", lambda g: 0, False, False),
-    "original": Reservation("original", _original, True, False),
-    "group_count": Reservation("group_count", lambda g: _original(g) * len(g.groups), True, False),
-    "all_groups": Reservation("all_groups", lambda g: _per_group(g, True), True, False),
-    "fixed": Reservation("fixed", lambda g: _per_group(g, False), False, True),
+    "none": Reservation(
+        "none", lambda g: 0, margin_per_inflight_load=False, spec_tokens_through_coordinator=False
+    ),
+    "original": Reservation(
+        "original", _original, margin_per_inflight_load=True, spec_tokens_through_coordinator=False
+    ),
+    "group_count": Reservation(
+        "group_count",
+        lambda g: _original(g) * len(g.groups),
+        margin_per_inflight_load=True,
+        spec_tokens_through_coordinator=False,
+    ),
+    "all_groups": Reservation(
+        "all_groups",
+        lambda g: _per_group(g, include_mamba=True),
+        margin_per_inflight_load=True,
+        spec_tokens_through_coordinator=False,
+    ),
+    "fixed": Reservation(
+        "fixed",
+        lambda g: _per_group(g, include_mamba=False),
+        margin_per_inflight_load=False,
+        spec_tokens_through_coordinator=True,
+    ),
 }
-assert tuple(VARIANTS) == VARIANT_NAMES

@@ -105,3 +105,11 @@ def test_a_stall_outranks_another_request_preempted() -> None:
     outcome = classify_run(trace(state, state, state))
     assert outcome.kind == "stall"
     assert outcome.diagnosis.startswith("b (status WAITING")
+
+
+def test_every_variant_name_has_a_variant() -> None:
+    from matrix.schema import VARIANT_NAMES
+    from matrix.variants import VARIANTS
+
+    assert tuple(VARIANTS) == VARIANT_NAMES
+    assert all(VARIANTS[name].name == name for name in VARIANT_NAMES)
