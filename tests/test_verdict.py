@@ -120,5 +120,5 @@ def test_an_unknown_release_is_refused_with_a_reason() -> None:
 
     from matrix.adapters import UnsupportedRelease, select_adapter
 
-    with pytest.raises(UnsupportedRelease, match=r"vLLM 0\.29\.1: no adapter .* known: 0\.33"):
+    with pytest.raises(UnsupportedRelease, match=r"vLLM 0\.29\.1: no adapter .*\(known: 0\.33\)"):
         select_adapter("0.29.1")
