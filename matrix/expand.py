@@ -23,8 +23,14 @@ class Case:
 
     case_id: str
     source: Path
-    line: int
+    line: int  # of the case's name
     spec: CaseFile
+    # Where each variant's expectation is written (the expect: entry, an axis overlay that sets
+    # it, or expect.default); a failing cell is reported there.
+    expectation_lines: tuple[tuple[str, int], ...] = ()
+
+    def expectation_line(self, variant: str) -> int:
+        return dict(self.expectation_lines).get(variant, self.line)
 
     @property
     def column(self) -> str | None:
@@ -38,6 +44,10 @@ class CellSpec:
     case: Case
     variant: VariantName
     expected: Expectation
+
+    @property
+    def line(self) -> int:
+        return self.case.expectation_line(self.variant)
 
     @property
     def test_id(self) -> str:
@@ -86,10 +96,23 @@ def _assign(data: dict[str, Any], dotted: str) -> tuple[Any, str | int]:
     return node, parts[-1]
 
 
+def _expectation_lines(
+    document: LoadedDocument, spec: CaseFile, moved: dict[Location, int]
+) -> tuple[tuple[str, int], ...]:
+    def line(key: str) -> int | None:
+        return moved.get(("expect", key), document.lines.get(("expect", key)))
+
+    default = line("default")
+    found = ((variant, line(variant) or default) for variant in spec.variants)
+    return tuple((variant, at) for variant, at in found if at is not None)
+
+
 def expand_document(document: LoadedDocument) -> list[Case]:
     base = validate(document)
+    name_line = document.line_of(("name",))
     if not base.matrix:
-        return [Case(base.name, document.path, document.line_of(("name",)), base)]
+        lines = _expectation_lines(document, base, {})
+        return [Case(base.name, document.path, name_line, base, lines)]
     axes = list(base.matrix.items())
     cases = []
     for combination in itertools.product(*(_axis_points(n, a, document) for n, a in axes)):
@@ -116,9 +139,8 @@ def expand_document(document: LoadedDocument) -> list[Case]:
             spec = validate(document, data, moved)
         except CaseFileError as error:
             raise CaseFileError(error.path, error.line, f"[{labels}] {error.message}") from None
-        cases.append(
-            Case(f"{base.name}[{labels}]", document.path, document.line_of(("name",)), spec)
-        )
+        lines = _expectation_lines(document, spec, moved)
+        cases.append(Case(f"{base.name}[{labels}]", document.path, name_line, spec, lines))
     return cases
 
 

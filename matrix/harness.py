@@ -217,7 +217,7 @@ def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
     outcomes = [
         classify_run(run_scenario(adapter, case, cell.variant, pool)) for pool in pool_sizes(case)
     ]
-    return judge_cell(outcomes, fit)
+    return judge_cell(outcomes, fit, case.fit_slack)
 
 
 def check_lookahead(adapter: VersionAdapter, case: CaseFile) -> None:

@@ -12,8 +12,9 @@ from typing import Any
 
 import yaml
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
-from matrix.schema import CaseFile
+from matrix.schema import CaseFile, PlacedError
 
 Location = tuple[str | int, ...]
 
@@ -116,26 +117,33 @@ def describe_validation_error(
 ) -> CaseFileError:
     """One line for a validation error. ``moved`` maps places of ``data`` that a matrix axis
     wrote to the line of that axis value, so errors there point at the axis, not the base."""
-    problems = error.errors(include_url=False)
-    # Union members each report why they did not match: the deepest location is the useful one,
-    # and among equals a failed rule (value_error) says more than a type mismatch.
-    first = max(
-        problems,
-        key=lambda problem: (
-            len(data_location(data, problem["loc"])),
-            problem["type"] == "value_error",
-        ),
-    )
-    location = data_location(data, first["loc"])
+    problems = []
+    for problem in error.errors(include_url=False):
+        location = data_location(data, problem["loc"])
+        placed = problem.get("ctx", {}).get("error")
+        if isinstance(placed, PlacedError):
+            location = data_location(data, placed.location)
+        problems.append((location, problem))
+    # Union members each report why they did not match: keep one problem per place, preferring
+    # a failed rule (value_error) to a type mismatch.
+    best: dict[Location, ErrorDetails] = {}
+    for location, problem in problems:
+        kept = best.get(location)
+        if kept is None or (problem["type"] == "value_error" and kept["type"] != "value_error"):
+            best[location] = problem
+    # The deepest place first: it is the most specific.
+    ordered = sorted(best.items(), key=lambda item: -len(item[0]))
+    location = ordered[0][0]
     line = document.line_of(location)
     for prefix, axis_line in (moved or {}).items():
         if location[: len(prefix)] == prefix:
             line = axis_line
-    where = ".".join(str(part) for part in location) or "case"
-    message = first["msg"].removeprefix("Value error, ")
-    more = len(problems) - 1
-    suffix = f" (and {more} more {'problem' if more == 1 else 'problems'})" if more else ""
-    return CaseFileError(document.path, line, f"{where}: {message}{suffix}")
+    messages = [
+        f"{'.'.join(str(p) for p in where) or 'case'}: "
+        f"{problem['msg'].removeprefix('Value error, ')}"
+        for where, problem in ordered
+    ]
+    return CaseFileError(document.path, line, "; ".join(messages))
 
 
 def validate(

@@ -82,10 +82,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _is_case_file(config: pytest.Config, path: Path) -> bool:
+    """YAML files under a ``matrix_cases`` directory, or named on the command line."""
     if path.suffix not in (".yaml", ".yml"):
         return False
+    resolved = path.resolve()
+    named = {
+        Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args
+    }
     roots = [Path(p).resolve() for p in config.getini("matrix_cases")]
-    return any(path.resolve().is_relative_to(root) for root in roots)
+    return resolved in named or any(resolved.is_relative_to(root) for root in roots)
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
@@ -158,7 +163,7 @@ def make_cell(spec: CellSpec, verdict: CellVerdict) -> Cell:
         observed=verdict.observed,
         kind=verdict.kind,
         detail=verdict.detail,
-        source=f"{spec.case.source.name}:{spec.case.line}",
+        source=f"{spec.case.source.name}:{spec.line}",
         as_expected=expectation_met(spec.expected, verdict),
     )
 
@@ -184,11 +189,11 @@ class CellItem(pytest.Item):
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
     ) -> str | Any:
         if isinstance(excinfo.value, CellMismatch):
-            return f"{self.spec.case.source}:{self.spec.case.line}: {excinfo.value}"
+            return f"{self.spec.case.source}:{self.spec.line}: {excinfo.value}"
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, self.spec.case.line - 1, self.name
+        return self.path, self.spec.line - 1, self.name
 
 
 class CellCollector:
@@ -218,8 +223,9 @@ def pytest_terminal_summary(
     version = installed_vllm_version()
     write = terminalreporter.write_line
     terminalreporter.section(f"KV reservation matrix, vLLM {version}")
-    write(render_text(summary_table(cells)))
-    write("")
+    if any(cell.column for cell in cells):
+        write(render_text(summary_table(cells)))
+        write("")
     write(render_text(case_table(cells)))
     wrong = mismatches(cells)
     if wrong:

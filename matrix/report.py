@@ -129,13 +129,11 @@ def mismatches(cells: Sequence[Cell]) -> list[Cell]:
 
 
 def markdown_report(cells: Sequence[Cell], vllm_version: str | None) -> str:
-    parts = [
-        f"# KV reservation matrix on vLLM {vllm_version or 'unknown'}",
-        "",
-        "## Summary (the upstream PR's table)",
-        "",
-        render_markdown(summary_table(cells)),
-        "",
+    parts = [f"# KV reservation matrix on vLLM {vllm_version or 'unknown'}", ""]
+    if any(cell.column for cell in cells):
+        parts += ["## Summary (the upstream PR's table)", "", render_markdown(summary_table(cells))]
+        parts += [""]
+    parts += [
         "## Cases x variants",
         "",
         "`FAIL kind` is the observed failure; `(expected ...)` and a leading `!` mark a cell "

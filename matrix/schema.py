@@ -6,9 +6,20 @@ This module is the single source of truth for what a YAML case may say;
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+SHIPPED_MODELS = Path(__file__).resolve().parent / "models"
 
 VariantName = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
 VARIANT_NAMES: tuple[VariantName, ...] = (
@@ -26,6 +37,15 @@ FailureKind = Literal[
 ]
 Expectation = Literal["pass", "fail", FailureKind]
 ExpectKey = Literal["default", VariantName]
+
+
+class PlacedError(ValueError):
+    """A rule that spans several fields, with the place in the case that breaks it, so the
+    loader can name that line rather than the case's first."""
+
+    def __init__(self, location: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.location = location
 
 
 class Strict(BaseModel):
@@ -203,7 +223,7 @@ class CaseFile(Strict):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
     column: str | None = None
-    model: str = "llama-tiny"
+    model: str = "llama-tiny"  # a directory in matrix/models/, or a path to one
     max_model_len: Annotated[int, Field(ge=16)] = 1024
     groups: Annotated[list[Group], Field(min_length=1)]
     speculative: Speculative | None = None
@@ -211,32 +231,55 @@ class CaseFile(Strict):
     requests: Annotated[list[RequestSpec], Field(min_length=1)]
     events: list[Event] = [RunEvent(run=RunBound())]
     expect: dict[ExpectKey, Expectation] = {}
+    # Blocks of over-reservation tolerated: refusing a request is accepted at pools below its
+    # fit plus this. The fix's margin rounds up per group, so a prompt that ends far from a
+    # block boundary is refused at its exact fit by every margin variant; say so here.
+    fit_slack: Annotated[int, Field(ge=0, le=64)] = 0
     variants: list[VariantName] = list(VARIANT_NAMES)
     matrix: dict[str, Axis] = {}
 
+    @field_validator("model")
+    @classmethod
+    def _model_exists(cls, model: str) -> str:
+        if not (SHIPPED_MODELS / model).is_dir() and not Path(model).is_dir():
+            shipped = ", ".join(sorted(p.name for p in SHIPPED_MODELS.iterdir() if p.is_dir()))
+            raise ValueError(f"no model '{model}' (shipped: {shipped}; or give a directory)")
+        return model
+
     @model_validator(mode="after")
     def _consistent(self) -> CaseFile:
-        ids = [r.id for r in self.requests]
-        duplicates = sorted({i for i in ids if ids.count(i) > 1})
-        if duplicates:
-            raise ValueError(f"request ids repeat: {', '.join(duplicates)}")
-        mamba_modes = {g.mamba_mode for g in self.groups if g.kind == "mamba"}
-        if len(mamba_modes) > 1:
-            raise ValueError("all mamba groups of a model share one mamba_mode")
-        if any(isinstance(event, RunEvent) for event in self.events[:-1]):
-            raise ValueError("'run' ends a scenario: it can only be the last event")
-        known = set(ids)
-        for event in self.events:
+        seen: set[str] = set()
+        for index, request in enumerate(self.requests):
+            if request.id in seen:
+                raise PlacedError(("requests", index, "id"), f"request id '{request.id}' repeats")
+            seen.add(request.id)
+            if request.prompt + request.max_tokens > self.max_model_len:
+                raise PlacedError(
+                    ("requests", index),
+                    f"prompt + max_tokens ({request.prompt + request.max_tokens}) exceeds "
+                    f"max_model_len ({self.max_model_len})",
+                )
+        modes = [(i, g.mamba_mode) for i, g in enumerate(self.groups) if g.kind == "mamba"]
+        for index, mode in modes[1:]:
+            if mode != modes[0][1]:
+                raise PlacedError(
+                    ("groups", index, "mamba_mode"),
+                    "all mamba groups of a model share one mamba_mode",
+                )
+        for index, event in enumerate(self.events):
+            if isinstance(event, RunEvent) and index < len(self.events) - 1:
+                raise PlacedError(("events", index), "'run' ends a scenario: it must come last")
             named: set[str] = set()
             if isinstance(event, CompleteLoadEvent):
                 named = set(event.complete_load)
             elif isinstance(event, StepEvent) and event.expect is not None:
                 named = event.expect.ids()
-            unknown = sorted(named - known)
+            unknown = sorted(named - seen)
             if unknown:
-                raise ValueError(f"events name unknown requests: {', '.join(unknown)}")
-        if len(set(self.variants)) != len(self.variants):
-            raise ValueError("variants repeat")
+                raise PlacedError(("events", index), f"unknown requests: {', '.join(unknown)}")
+        for index, variant in enumerate(self.variants):
+            if variant in self.variants[:index]:
+                raise PlacedError(("variants", index), f"variant '{variant}' repeats")
         return self
 
     def expectation_for(self, variant: VariantName) -> Expectation:

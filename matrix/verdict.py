@@ -9,7 +9,7 @@ One run (one pool size) ends in one of these kinds:
 - ``preempted``: a request ran, was preempted, and never resumed.
 - ``step_bound``: the state kept changing until the step bound (a livelock, or a bound too low).
 - ``stuck``: nothing changes any more, in none of the shapes above.
-- ``expectation``: a step's ``expect`` did not hold.
+- ``expectation``: the run finished, but a step's ``expect`` did not hold on the way.
 - ``error``: vLLM raised.
 
 A cell (a case under one variant, over its pool sizes) passes when no pool size shows a
@@ -92,9 +92,10 @@ def _where(trace: RunTrace) -> str:
 
 
 def classify_run(trace: RunTrace) -> RunOutcome:
-    """The run's kind: a stall or an error first, then an unmet expectation, then how it ended."""
+    """How the run ended; when it finished, whether its step expectations held. An unmet
+    expectation does not stop a run, so a failure that follows it is what gets reported."""
     ended = _how_it_ended(trace)
-    if trace.unmet_expectation and ended.kind not in ("stall", "error"):
+    if trace.unmet_expectation and ended.kind == "finished":
         return RunOutcome(trace.pool, "expectation", f"{trace.unmet_expectation}; {_where(trace)}")
     return ended
 
@@ -143,14 +144,17 @@ def _how_it_ended(trace: RunTrace) -> RunOutcome:
     return RunOutcome(trace.pool, "stuck", f"nothing changes any more: {names}; {where}")
 
 
-def acceptable(outcome: RunOutcome, fit: int) -> bool:
+def acceptable(outcome: RunOutcome, fit: int, slack: int = 0) -> bool:
     """A stall or an error is never right. From the fit up, every request must finish (refusing
-    one that fits is over-reservation) and every step expectation must hold; below it the pool
-    is too small for some request, and what the scheduler does then is its own call."""
+    one that fits is over-reservation, tolerated up to ``slack`` blocks) and every step
+    expectation must hold; below it the pool is too small for some request, and what the
+    scheduler does then is its own call."""
     if outcome.kind == "finished":
         return True
     if outcome.kind in ("stall", "error"):
         return False
+    if outcome.kind == "not_admitted":
+        return outcome.pool < fit + slack
     return outcome.pool < fit
 
 
@@ -164,20 +168,23 @@ def _pool_ranges(pools: Sequence[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def judge_cell(outcomes: Sequence[RunOutcome], fit: int) -> CellVerdict:
-    failures = [o for o in outcomes if not acceptable(o, fit)]
+def judge_cell(outcomes: Sequence[RunOutcome], fit: int, slack: int = 0) -> CellVerdict:
+    fit_text = f"fit {fit}" + (f", slack {slack}" if slack else "")
+    failures = [o for o in outcomes if not acceptable(o, fit, slack)]
     if not failures:
         finished = [o.pool for o in outcomes if o.kind == "finished"]
-        refused = [o.pool for o in outcomes if o.kind != "finished"]
+        unfinished = [o.pool for o in outcomes if o.kind != "finished"]
         detail = f"finished at pools {_pool_ranges(finished)}" if finished else "nothing finished"
-        if refused:
-            detail += f"; unfinished below the fit ({fit}) at {_pool_ranges(refused)}"
+        if unfinished:
+            detail += f"; unfinished below the fit ({fit_text}) at {_pool_ranges(unfinished)}"
+        if outcomes and max(o.pool for o in outcomes) < fit:
+            detail += "; no pool reaches the fit, so only stalls and errors were checked"
         return CellVerdict("pass", "finished", detail, fit, tuple(outcomes))
     first = failures[0]
     same_kind = [o.pool for o in failures if o.kind == first.kind]
     other_kinds = sorted({o.kind for o in failures} - {first.kind})
     detail = (
-        f"{first.kind} at pools {_pool_ranges(same_kind)} (fit {fit}); "
+        f"{first.kind} at pools {_pool_ranges(same_kind)} ({fit_text}); "
         f"pool {first.pool}: {first.diagnosis}"
     )
     if other_kinds:

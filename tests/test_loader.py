@@ -79,8 +79,9 @@ def test_duplicate_key(write_case: WriteCase) -> None:
 
 
 def test_unknown_request_in_events(write_case: WriteCase) -> None:
-    error = problem(write_case(GOOD + "events:\n  - complete_load: [b]\n"))
-    assert "unknown requests: b" in error.message
+    error = problem(write_case(GOOD + "events:\n  - step: 1\n  - complete_load: [b]\n"))
+    assert error.line == 10
+    assert error.message == "events.1: unknown requests: b"
 
 
 def test_axis_path_that_does_not_exist(write_case: WriteCase) -> None:
@@ -100,7 +101,7 @@ def test_axis_value_error_names_the_point(write_case: WriteCase) -> None:
 def test_sweep_bounds_checked(write_case: WriteCase) -> None:
     error = problem(write_case(GOOD.replace("pool: 12", "pool: {start: 20, stop: 10}")))
     assert error.line == 5
-    assert "below start" in error.message
+    assert error.message == "pool: stop (10) is below start (20)"  # not the int alternative
 
 
 def test_empty_file(write_case: WriteCase) -> None:
@@ -116,7 +117,8 @@ def test_shipped_cases_all_load() -> None:
 
 def test_run_must_be_the_last_event(write_case: WriteCase) -> None:
     error = problem(write_case(GOOD + "events:\n  - run: {}\n  - step: 1\n"))
-    assert "only be the last event" in error.message
+    assert error.line == 9
+    assert error.message == "events.0: 'run' ends a scenario: it must come last"
 
 
 def test_numbers_are_not_coerced(write_case: WriteCase) -> None:
@@ -168,4 +170,31 @@ def test_mixed_mamba_modes_rejected(write_case: WriteCase) -> None:
         "  - {kind: mamba, block_size: 4, mamba_mode: align}\n"
         "  - {kind: mamba, block_size: 4, mamba_mode: none}",
     )
-    assert "share one mamba_mode" in problem(write_case(text)).message
+    error = problem(write_case(text))
+    assert error.line == 4
+    assert error.message == "groups.1.mamba_mode: all mamba groups of a model share one mamba_mode"
+
+
+def test_cross_field_rules_name_the_item(write_case: WriteCase) -> None:
+    two = GOOD + "  - {id: a, prompt: 8}\n"
+    error = problem(write_case(two))
+    assert (error.line, error.message) == (8, "requests.1.id: request id 'a' repeats")
+    error = problem(write_case(GOOD.replace("prompt: 16", "prompt: 1022")))
+    assert error.line == 7
+    assert error.message == "requests.0: prompt + max_tokens (1026) exceeds max_model_len (1024)"
+
+
+def test_model_must_exist(write_case: WriteCase) -> None:
+    error = problem(write_case(GOOD + "model: llama-huge\n"))
+    assert error.line == 8
+    assert error.message.startswith("model: no model 'llama-huge' (shipped: llama-tiny")
+
+
+def test_every_problem_in_one_line(write_case: WriteCase) -> None:
+    text = GOOD.replace("prompt: 16", "prompt: 0").replace("pool: 12", "pool: 1")
+    error = problem(write_case(text))
+    assert error.line == 7  # the deepest problem first
+    assert error.message == (
+        "requests.0.prompt: Input should be greater than 0; pool: Input should be greater "
+        "than or equal to 2"
+    )

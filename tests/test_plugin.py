@@ -71,7 +71,7 @@ def test_a_wrong_expectation_fails_the_run(project: pytest.Pytester) -> None:
     result.assert_outcomes(passed=5, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*small.yaml:1: expected pass, observed fail (stall)*",
+            "*small.yaml:10: expected pass, observed fail (stall)*",
             "! small*FAIL stall (expected pass)*",
         ]
     )
@@ -166,3 +166,12 @@ def test_report_name_is_checked_before_running(project: pytest.Pytester) -> None
     result = project.runpytest_subprocess("--matrix-report=out.txt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--matrix-report out.txt: use a .md or .json file name"])
+
+
+def test_a_case_file_named_on_the_command_line(pytester: pytest.Pytester) -> None:
+    """Outside the matrix_cases directories, a YAML file runs when it is named."""
+    (pytester.path / "elsewhere").mkdir()
+    (pytester.path / "elsewhere" / "mine.yaml").write_text(SMALL)
+    (pytester.path / "elsewhere" / "other.yaml").write_text("not: a case\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "elsewhere/mine.yaml")
+    result.assert_outcomes(passed=6)

@@ -122,3 +122,19 @@ def test_an_unknown_release_is_refused_with_a_reason() -> None:
 
     with pytest.raises(UnsupportedRelease, match=r"vLLM 0\.29\.1: no adapter .*\(known: 0\.33\)"):
         select_adapter("0.29.1")
+
+
+def test_slack_tolerates_refusal_just_above_the_fit() -> None:
+    refused = RunOutcome(10, "not_admitted", "")
+    assert not acceptable(refused, fit=10)
+    assert acceptable(refused, fit=10, slack=1)
+    assert not acceptable(RunOutcome(11, "not_admitted", ""), fit=10, slack=1)
+    assert not acceptable(RunOutcome(10, "preempted", ""), fit=10, slack=1)  # only refusal
+
+
+def test_a_range_below_the_fit_says_so() -> None:
+    verdict = judge_cell([RunOutcome(p, "not_admitted", "") for p in (4, 5)], fit=9)
+    assert verdict.observed == "pass"
+    assert verdict.detail.endswith(
+        "no pool reaches the fit, so only stalls and errors were checked"
+    )
