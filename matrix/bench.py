@@ -36,26 +36,19 @@ def direct_loop(cell: CellSpec, pools: list[int]) -> list[bool]:
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, resolve_kv_cache_block_sizes
     from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.outputs import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
     from vllm.v1.request import Request
     from vllm.v1.structured_output import StructuredOutputManager
 
-    from matrix.adapters.v0_33 import group_spec, vllm_config_for
+    from matrix.adapters.v0_33 import kv_cache_config_for, vllm_config_for
 
     case = cell.case.spec
     spec_tokens = case.speculative.num_tokens if case.speculative else 0
     finished = []
     for pool in pools:
+        # The same configs as the harness: building them is not what the ratio measures.
         config = vllm_config_for(case, pool)
-        kv = KVCacheConfig(
-            num_blocks=pool,
-            kv_cache_tensors=[],
-            kv_cache_groups=[
-                KVCacheGroupSpec([f"l{i}"], group_spec(g, case.max_model_len, spec_tokens))
-                for i, g in enumerate(case.groups)
-            ],
-        )
+        kv = kv_cache_config_for(case, pool)
         block_size, hash_size = resolve_kv_cache_block_sizes(kv, config)
         scheduler: Any = Scheduler(
             config,

@@ -156,19 +156,25 @@ def build_vllm_config(case: CaseFile) -> VllmConfig:
     return config
 
 
+def kv_cache_config_for(case: CaseFile, pool: int) -> KVCacheConfig:
+    """The KV cache layout the engine would hand the scheduler: one group per case group, and
+    no tensors (the scheduler only counts blocks)."""
+    # Real engines give a Mamba group one extra state block per speculative token.
+    spec_tokens = case.speculative.num_tokens if case.speculative else 0
+    return KVCacheConfig(
+        num_blocks=pool,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec([f"layer.{index}"], group_spec(g, case.max_model_len, spec_tokens))
+            for index, g in enumerate(case.groups)
+        ],
+    )
+
+
 class Vllm033Handle:
     def __init__(self, case: CaseFile, pool: int) -> None:
         config = vllm_config_for(case, pool)
-        # Real engines give a Mamba group one extra state block per speculative token.
-        spec_tokens = case.speculative.num_tokens if case.speculative else 0
-        kv_cache_config = KVCacheConfig(
-            num_blocks=pool,
-            kv_cache_tensors=[],
-            kv_cache_groups=[
-                KVCacheGroupSpec([f"layer.{index}"], group_spec(g, case.max_model_len, spec_tokens))
-                for index, g in enumerate(case.groups)
-            ],
-        )
+        kv_cache_config = kv_cache_config_for(case, pool)
         block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, config)
         self.scheduler: Any = Scheduler(
             config,
