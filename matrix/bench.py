@@ -19,7 +19,8 @@ BENCH_CELL = "single_group[k=3]-stock"
 
 def import_seconds() -> float:
     code = (
-        "import time; t = time.perf_counter(); import matrix.adapters.v0_33; "
+        "import time; t = time.perf_counter(); "
+        "from matrix.adapters import select_adapter; select_adapter(); "
         "print(time.perf_counter() - t)"
     )
     result = subprocess.run(
@@ -40,7 +41,7 @@ def direct_loop(cell: CellSpec, pools: list[int]) -> list[bool]:
     from vllm.v1.request import Request
     from vllm.v1.structured_output import StructuredOutputManager
 
-    from matrix.adapters.v0_33 import kv_cache_config_for, vllm_config_for
+    from matrix.adapters.v0_30 import kv_cache_config_for, vllm_config_for
 
     case = cell.case.spec
     spec_tokens = case.speculative.num_tokens if case.speculative else 0

@@ -1,20 +1,32 @@
-"""vLLM 0.33: the margin is an int attribute ``_spec_decode_step_blocks`` set in ``__init__``,
-in-flight loads pass ``full + N`` tokens through the coordinator, the queue of requests that
-hold KV while waiting is ``kv_holding_waiting``, and ``Scheduler`` takes ``hash_block_size``.
+"""vLLM 0.30, and everything later releases share: the oldest supported release.
+
+0.30 reserves, at an async-load admission, the blocks the other in-flight loads still need
+for their full sequence, with no speculative-decode margin. Every later adapter subclasses
+this one and overrides only the hooks its release changed (``stock_margin``,
+``drop_stock_margin``, ``coordinator_options``) and its ``requirements``.
+
+Shared by 0.30-0.33: ``Scheduler(hash_block_size=...)``, ``resolve_kv_cache_block_sizes``,
+the ``_inflight_prefills`` set and ``_inflight_prefill_reserved_blocks``, the connector and
+model-output types. The queue of requests holding KV while waiting was renamed
+(``skipped_waiting`` in 0.30, ``kv_holding_waiting`` later); the handle reads request states
+from ``Scheduler.requests`` and never touches a queue, so the rename needs no hook.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from matrix.adapters import (
     FINISHED,
     Geometry,
     GroupGeometry,
     RequestState,
+    Requirement,
     SchedulerState,
     StepOutcome,
     UnsupportedRelease,
@@ -38,6 +50,7 @@ try:
     )
     from vllm.sampling_params import SamplingParams
     from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
     from vllm.v1.core.kv_cache_utils import (
         get_request_block_hasher,
         init_none_hash,
@@ -56,7 +69,7 @@ try:
     from vllm.v1.request import Request, RequestStatus
     from vllm.v1.structured_output import StructuredOutputManager
 except ImportError as error:  # pragma: no cover - depends on the installed release
-    raise UnsupportedRelease(f"vLLM 0.33 API missing: {error}") from error
+    raise UnsupportedRelease(f"vLLM lacks an import the adapters need: {error}") from error
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 SAMPLED_TOKEN = 7
@@ -93,7 +106,8 @@ def _cache_block_size(case: CaseFile) -> int:
 
 
 def _prefix_caching(case: CaseFile) -> bool:
-    # 0.33 asserts that a Mamba group in mode "none" runs with prefix caching off.
+    # A Mamba group in mode "none" runs with prefix caching off in real engines (0.33 asserts
+    # it); the same set-up on every release keeps the releases comparable.
     return not any(g.kind == "mamba" and g.mamba_mode == "none" for g in case.groups)
 
 
@@ -171,7 +185,7 @@ def kv_cache_config_for(case: CaseFile, pool: int) -> KVCacheConfig:
     )
 
 
-class Vllm033Handle:
+class Vllm030Handle:
     def __init__(self, case: CaseFile, pool: int) -> None:
         config = vllm_config_for(case, pool)
         kv_cache_config = kv_cache_config_for(case, pool)
@@ -288,28 +302,41 @@ class Vllm033Handle:
         return SchedulerState(
             tuple(requests),
             scheduler.kv_cache_manager.block_pool.get_num_free_blocks(),
-            scheduler._inflight_prefill_reserved_blocks() + scheduler._spec_decode_step_blocks,
+            scheduler._inflight_prefill_reserved_blocks() + self.stock_margin(),
         )
+
+    # The hooks later releases override.
+
+    def stock_margin(self) -> int:
+        """Blocks the stock admission keeps free for the admitting request's speculative step."""
+        return 0
+
+    def drop_stock_margin(self) -> None:
+        """Turn the stock margin off on this instance, so a variant's own margin replaces it."""
+
+    def coordinator_options(self, request: Any) -> dict[str, Any]:
+        """Release-specific arguments of ``get_num_blocks_to_allocate``."""
+        return {}
 
     def remaining_blocks(self, request: Any, spec_tokens_through_coordinator: bool) -> int:
         """Blocks an in-flight load still needs to hold its whole sequence; with
-        ``spec_tokens_through_coordinator``, also its first speculative step."""
+        ``spec_tokens_through_coordinator``, also its first speculative step (0.32's rule)."""
         scheduler = self.scheduler
-        if spec_tokens_through_coordinator:
-            # 0.33's own rule, from the class so no installed variant can shadow it.
-            return int(Scheduler._request_remaining_blocks(scheduler, request))
         full = min(request.num_tokens, scheduler.max_model_len)
+        num_tokens = full
+        if spec_tokens_through_coordinator and scheduler.num_spec_tokens:
+            num_tokens += 1 + scheduler.num_spec_tokens + scheduler.num_lookahead_tokens
         manager = scheduler.kv_cache_manager
         blocks: int = manager.coordinator.get_num_blocks_to_allocate(
             request_id=request.request_id,
-            num_tokens=full,
+            num_tokens=num_tokens,
             new_computed_blocks=manager.empty_kv_cache_blocks.blocks,
             num_encoder_tokens=0,
             total_computed_tokens=request.num_computed_tokens,
             num_local_computed_tokens=request.num_computed_tokens,
             num_tokens_main_model=full,
             apply_admission_cap=True,
-            prefill_end=max(request.num_prompt_tokens, request.num_tokens - 1),
+            **self.coordinator_options(request),
         )
         return blocks
 
@@ -326,14 +353,74 @@ class Vllm033Handle:
             return inflight + admission_margin
 
         # Instance attributes shadow the class's, so only this scheduler sees the variant.
-        scheduler._spec_decode_step_blocks = 0
+        self.drop_stock_margin()
         scheduler._inflight_prefill_reserved_blocks = reserved_for_inflight_loads
 
 
-class Vllm033:
-    def __init__(self, version: str) -> None:
-        self.release = version
+def init_assigns(name: str) -> bool:
+    """``Scheduler.__init__`` sets ``self.<name>`` (the names its code object uses)."""
+    return name in Scheduler.__init__.__code__.co_names
+
+
+def accepts(function: Any, parameter: str) -> bool:
+    return parameter in inspect.signature(function).parameters
+
+
+def release_mamba_modes() -> tuple[str, ...]:
+    field = CacheConfig.__dataclass_fields__["mamba_cache_mode"]
+    return typing.get_args(field.type) or ("none", "align")
+
+
+SHARED_REQUIREMENTS = (
+    Requirement(
+        "Scheduler._inflight_prefill_reserved_blocks (the async-load reservation variants replace)",
+        lambda: callable(getattr(Scheduler, "_inflight_prefill_reserved_blocks", None)),
+    ),
+    Requirement(
+        "Scheduler._inflight_prefills (the set of in-flight async loads)",
+        lambda: init_assigns("_inflight_prefills"),
+    ),
+    Requirement(
+        "Scheduler(hash_block_size=...)", lambda: accepts(Scheduler.__init__, "hash_block_size")
+    ),
+    Requirement(
+        "KVCacheCoordinator.get_num_blocks_to_allocate(apply_admission_cap=...)",
+        lambda: accepts(KVCacheCoordinator.get_num_blocks_to_allocate, "apply_admission_cap"),
+    ),
+    Requirement(
+        "CacheConfig.mamba_cache_mode",
+        lambda: "mamba_cache_mode" in CacheConfig.__dataclass_fields__,
+    ),
+)
+
+
+class Vllm030:
+    handle_type: ClassVar[type[Vllm030Handle]] = Vllm030Handle
+    requirements: ClassVar[tuple[Requirement, ...]] = (
+        *SHARED_REQUIREMENTS,
+        Requirement(
+            "no speculative-decode margin in the admission (0.30's; a release with "
+            "Scheduler._spec_decode_step_blocks needs a later adapter)",
+            lambda: (
+                not hasattr(Scheduler, "_spec_decode_step_blocks")
+                and not init_assigns("_spec_decode_step_blocks")
+            ),
+        ),
+    )
+
+    def __init__(self, release: str) -> None:
+        self.release = release
         logging.getLogger("vllm").setLevel(logging.ERROR)
 
-    def build(self, case: CaseFile, pool: int) -> Vllm033Handle:
-        return Vllm033Handle(case, pool)
+    def build(self, case: CaseFile, pool: int) -> Vllm030Handle:
+        return self.handle_type(case, pool)
+
+    def unsupported(self, case: CaseFile) -> str | None:
+        modes = release_mamba_modes()
+        for group in case.groups:
+            if group.kind == "mamba" and group.mamba_mode not in modes:
+                return (
+                    f"vLLM {self.release} has no Mamba cache mode '{group.mamba_mode}' "
+                    f"(it has: {', '.join(modes)})"
+                )
+        return None

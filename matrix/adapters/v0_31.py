@@ -1,0 +1,50 @@
+"""vLLM 0.31: the first speculative-decode margin ("original").
+
+``Scheduler._spec_decode_step_blocks()`` is a method, ceil(N / scheduler block size); the
+admission adds it once for the admitting request, and ``_request_remaining_blocks`` adds it
+once per in-flight load. The coordinator takes ``prefill_end``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
+from vllm.v1.core.sched.scheduler import Scheduler
+
+from matrix.adapters import Requirement
+from matrix.adapters.v0_30 import (
+    SHARED_REQUIREMENTS,
+    Vllm030,
+    Vllm030Handle,
+    accepts,
+)
+
+
+class Vllm031Handle(Vllm030Handle):
+    def stock_margin(self) -> int:
+        return int(self.scheduler._spec_decode_step_blocks())
+
+    def drop_stock_margin(self) -> None:
+        self.scheduler._spec_decode_step_blocks = lambda: 0
+
+    def coordinator_options(self, request: Any) -> dict[str, Any]:
+        return {"prefill_end": max(request.num_prompt_tokens, request.num_tokens - 1)}
+
+
+PREFILL_END = Requirement(
+    "KVCacheCoordinator.get_num_blocks_to_allocate(prefill_end=...)",
+    lambda: accepts(KVCacheCoordinator.get_num_blocks_to_allocate, "prefill_end"),
+)
+
+
+class Vllm031(Vllm030):
+    handle_type: ClassVar[type[Vllm030Handle]] = Vllm031Handle
+    requirements: ClassVar[tuple[Requirement, ...]] = (
+        *SHARED_REQUIREMENTS,
+        PREFILL_END,
+        Requirement(
+            "the Scheduler._spec_decode_step_blocks() method (0.31's margin)",
+            lambda: callable(getattr(Scheduler, "_spec_decode_step_blocks", None)),
+        ),
+    )

@@ -1,0 +1,121 @@
+"""Choosing the adapter for the installed vLLM, and refusing a release it cannot drive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from matrix.adapters import (
+    RELEASES,
+    UnsupportedRelease,
+    installed_vllm_version,
+    nearest_release,
+    release_label,
+    select_adapter,
+    shipped_variant,
+)
+from tests.conftest import REPO, needs_vllm
+
+
+def test_each_release_ships_the_variant_it_introduced() -> None:
+    assert {r: RELEASES[r].ships for r in RELEASES} == {
+        "0.30": "none",
+        "0.31": "original",
+        "0.32": "fixed",
+        "0.33": "fixed",
+    }
+    assert shipped_variant("0.31.0") == "original"
+    assert shipped_variant("0.31.2+cpu") == "original"
+
+
+def test_an_unknown_release_is_driven_as_the_nearest_older_one() -> None:
+    assert nearest_release("0.34.0.dev12+g1234") == "0.33"
+    assert nearest_release("1.2.0") == "0.33"
+    assert nearest_release("0.29.1") == "0.30"  # nothing older: the oldest adapter is probed
+    assert release_label("0.33.0") == "0.33.0"
+    assert release_label("0.34.0") == "0.34.0 (unknown release, driven by the 0.33 adapter)"
+
+
+def test_every_release_has_a_tox_env_and_pinned_requirements() -> None:
+    tox = (REPO / "tox.ini").read_text(encoding="utf-8")
+    for release in RELEASES:
+        env = "vllm" + release.replace(".", "")
+        assert f"[testenv:{env}]" in tox
+        for name in (f"vllm-{release}.0.txt", f"vllm-{release}.0-nodeps.txt"):
+            assert (REPO / "requirements" / name).is_file(), name
+
+
+@needs_vllm
+def test_the_installed_release_is_driven() -> None:
+    adapter = select_adapter()
+    assert adapter.release[0].isdigit()
+
+
+@needs_vllm
+def test_a_release_without_a_needed_feature_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    monkeypatch.delattr(Scheduler, "_inflight_prefill_reserved_blocks")
+    with pytest.raises(UnsupportedRelease, match=r"lacks .*_inflight_prefill_reserved_blocks"):
+        select_adapter()
+
+
+@needs_vllm
+def test_an_older_unknown_release_is_refused_naming_the_difference() -> None:
+    # The installed release has a speculative-decode margin, which 0.30's adapter cannot drive.
+    if shipped_variant(installed_vllm_version()) == "none":
+        pytest.skip("the installed release is 0.30")
+    with pytest.raises(UnsupportedRelease, match=r"0\.29\.1 lacks .*_spec_decode_step_blocks"):
+        select_adapter("0.29.1")
+
+
+@needs_vllm
+def test_a_mamba_mode_the_release_lacks_skips_the_case(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from matrix.adapters import v0_30
+    from matrix.loader import load_case_file
+
+    case = tmp_path / "mamba.yaml"
+    case.write_text(
+        "name: m\ngroups:\n  - {kind: full, block_size: 4}\n"
+        "  - {kind: mamba, block_size: max_model_len, mamba_mode: none}\n"
+        "pool: 40\nrequests:\n  - {id: a, prompt: 8}\n",
+        encoding="utf-8",
+    )
+    spec = load_case_file(case)[1]
+    adapter: Any = select_adapter()
+    assert adapter.unsupported(spec) is None
+    monkeypatch.setattr(v0_30, "release_mamba_modes", lambda: ("align",))
+    assert adapter.unsupported(spec) == (
+        f"vLLM {adapter.release} has no Mamba cache mode 'none' (it has: align)"
+    )
+
+
+@needs_vllm
+def test_cells_skip_with_the_reason_when_the_release_cannot_be_driven(
+    pytester: pytest.Pytester,
+) -> None:
+    """A release without what the adapter drives: every cell skips, naming it, and the report
+    says so; nothing fails with an AttributeError."""
+    pytester.makeconftest(
+        "from vllm.v1.core.sched.scheduler import Scheduler\n"
+        "del Scheduler._inflight_prefill_reserved_blocks\n"
+    )
+    pytester.makefile(
+        ".yaml",
+        case="name: c\ngroups:\n  - {kind: full, block_size: 4}\n"
+        "pool: 40\nrequests:\n  - {id: a, prompt: 8}\nvariants: [stock, fixed]\n",
+    )
+    result = pytester.runpytest_subprocess("case.yaml", "-rs", "--matrix-report=r.json")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*lacks what the 0.3* adapter drives: Scheduler._inflight*"])
+    assert "AttributeError" not in result.stdout.str()
+    import json
+
+    cells = json.loads((pytester.path / "r.json").read_text())["cells"]
+    assert {(c["variant"], c["observed"]) for c in cells} == {("stock", "skip"), ("fixed", "skip")}
