@@ -1,4 +1,4 @@
-"""Command line: ``python -m matrix run|validate|schema|bench``."""
+"""Command line: ``python -m matrix run|validate|crossversion|schema|bench``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 DEFAULT_CASES = Path("cases")
+REPORTS = Path("reports")
 
 
 def _validate(paths: list[Path]) -> int:
@@ -33,13 +34,15 @@ def _run(pytest_args: list[str]) -> int:
 
     from matrix.adapters import UnsupportedRelease, installed_vllm_version, select_adapter
 
+    version = installed_vllm_version()
+    if version is None:
+        print("matrix: cannot run: vLLM is not installed (use tox -e vllm033)", file=sys.stderr)
+        return 2
     try:
         select_adapter()
     except UnsupportedRelease as error:
-        # pytest would skip every cell and exit 0 with no table; the main job must not.
-        print(f"matrix: cannot run: {error}", file=sys.stderr)
-        return 2
-    stem = Path("reports") / f"vllm-{installed_vllm_version()}"
+        print(f"matrix: every cell will skip: {error}", file=sys.stderr)
+    stem = REPORTS / f"vllm-{version}"
     args = [
         str(DEFAULT_CASES),
         "-q",
@@ -60,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     validate = commands.add_parser("validate", help="check case files without running them")
     validate.add_argument("paths", nargs="*", type=Path, default=[DEFAULT_CASES])
     commands.add_parser("schema", help="print the case files' JSON Schema")
+    cross = commands.add_parser(
+        "crossversion",
+        help="stock across releases and the fidelity checks, from the envs' JSON reports",
+    )
+    cross.add_argument("reports", nargs="*", type=Path, default=[REPORTS])
+    cross.add_argument("--out", type=Path, default=REPORTS, help="where to write the report")
     bench = commands.add_parser("bench", help="print speed figures")
     bench.add_argument("--cases", type=Path, default=DEFAULT_CASES)
     options = parser.parse_args(argv)
@@ -67,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         return _run([a for a in options.pytest_args if a != "--"])
     if options.command == "validate":
         return _validate(options.paths)
+    if options.command == "crossversion":
+        from matrix import crossversion
+
+        return crossversion.main(options.reports, options.out)
     if options.command == "schema":
         from matrix.schema import CaseFile
 

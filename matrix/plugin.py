@@ -12,11 +12,18 @@ from typing import Any
 
 import pytest
 
-from matrix.adapters import UnsupportedRelease, VersionAdapter, installed_vllm_version
+from matrix.adapters import (
+    UnsupportedRelease,
+    VersionAdapter,
+    installed_vllm_version,
+    release_label,
+    shipped_variant,
+)
 from matrix.expand import CellSpec, cells_from_file
 from matrix.loader import CaseFileError
 from matrix.report import (
     Cell,
+    RunInfo,
     case_table,
     mismatches,
     render_text,
@@ -102,7 +109,7 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
 class CaseFileCollector(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         try:
-            cells = cells_from_file(self.path)
+            cells = cells_from_file(self.path, shipped_variant(installed_vllm_version()))
         except CaseFileError as error:
             yield InvalidCaseFile.from_parent(self, name="invalid", problem=str(error))
             return
@@ -138,7 +145,7 @@ class InvalidCase(Exception):
     """A case file that does not load."""
 
 
-def _adapter(config: pytest.Config) -> VersionAdapter:
+def _adapter(config: pytest.Config) -> VersionAdapter | UnsupportedRelease:
     if adapter_key not in config.stash:
         from matrix.adapters import select_adapter
 
@@ -146,25 +153,33 @@ def _adapter(config: pytest.Config) -> VersionAdapter:
             config.stash[adapter_key] = select_adapter()
         except UnsupportedRelease as error:
             config.stash[adapter_key] = error
-    adapter = config.stash[adapter_key]
-    if isinstance(adapter, UnsupportedRelease):
-        pytest.skip(str(adapter))
-    return adapter
+    return config.stash[adapter_key]
 
 
-def make_cell(spec: CellSpec, verdict: CellVerdict) -> Cell:
+def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
+    """A table cell from a verdict, or from the reason the cell was skipped."""
     pinned_kind = spec.expected not in ("pass", "fail")
+    failing_pools: tuple[int, ...] = ()
+    fit = 0
+    if isinstance(outcome, str):
+        observed, kind, detail, as_expected = "skip", "skipped", outcome, True
+    else:
+        observed, kind, detail = outcome.observed, outcome.kind, outcome.detail
+        as_expected = expectation_met(spec.expected, outcome)
+        fit, failing_pools = outcome.fit, outcome.failing_pools
     return Cell(
         case=spec.case.case_id,
         column=spec.case.column,
         variant=spec.variant,
         expected="fail" if pinned_kind else spec.expected,
         expected_kind=spec.expected if pinned_kind else None,
-        observed=verdict.observed,
-        kind=verdict.kind,
-        detail=verdict.detail,
+        observed=observed,
+        kind=kind,
+        detail=detail,
         source=f"{spec.case.source.name}:{spec.line}",
-        as_expected=expectation_met(spec.expected, verdict),
+        as_expected=as_expected,
+        fit=fit,
+        failing_pools=failing_pools,
     )
 
 
@@ -176,7 +191,18 @@ class CellItem(pytest.Item):
     def runtest(self) -> None:
         from matrix.harness import run_cell
 
-        verdict = run_cell(_adapter(self.config), self.spec)
+        adapter = _adapter(self.config)
+        missing = (
+            str(adapter)
+            if isinstance(adapter, UnsupportedRelease)
+            else adapter.unsupported(self.spec.case.spec)
+        )
+        if missing:
+            # The cell still reaches the tables, as skipped, with the reason.
+            self.user_properties.append((CELL_PROPERTY, make_cell(self.spec, missing).to_dict()))
+            pytest.skip(missing)
+        assert not isinstance(adapter, UnsupportedRelease)
+        verdict = run_cell(adapter, self.spec)
         cell = make_cell(self.spec, verdict)
         self.user_properties.append((CELL_PROPERTY, cell.to_dict()))
         if not cell.as_expected:
@@ -204,11 +230,19 @@ class CellCollector:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call":
+        if report.when != "call":  # skipped cells, too, are skipped in the call
             return
         for name, value in report.user_properties:
             if name == CELL_PROPERTY and isinstance(value, dict):
                 self.config.stash[cells_key].append(Cell.from_dict(value))
+
+
+def run_info() -> RunInfo:
+    # From the version alone: under xdist the controller never imports vLLM.
+    version = installed_vllm_version()
+    if version is None:
+        return RunInfo(None)
+    return RunInfo(release_label(version), shipped_variant(version))
 
 
 def pytest_terminal_summary(
@@ -220,17 +254,18 @@ def pytest_terminal_summary(
     cells = sort_cells(collected)
     if not cells:
         return
-    version = installed_vllm_version()
-    write = terminalreporter.write_line
-    terminalreporter.section(f"KV reservation matrix, vLLM {version}")
-    if any(cell.column for cell in cells):
-        write(render_text(summary_table(cells)))
-        write("")
-    write(render_text(case_table(cells)))
-    wrong = mismatches(cells)
-    if wrong:
-        write("")
-        write(f"{len(wrong)} cell(s) differ from their expectation (marked !)")
+    info = run_info()
+    if cells:
+        write = terminalreporter.write_line
+        terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
+        if any(cell.column for cell in cells):
+            write(render_text(summary_table(cells)))
+            write("")
+        write(render_text(case_table(cells)))
+        wrong = mismatches(cells)
+        if wrong:
+            write("")
+            write(f"{len(wrong)} cell(s) differ from their expectation (marked !)")
     for path in config.getoption("matrix_report"):
-        write_report(Path(path), cells, version)
-        write(f"matrix report written to {path}")
+        write_report(Path(path), cells, info)
+        terminalreporter.write_line(f"matrix report written to {path}")

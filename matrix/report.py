@@ -36,18 +36,20 @@ class Cell:
     variant: str
     expected: str  # "pass" or "fail"
     expected_kind: str | None  # a failure kind the case pinned, if any
-    observed: str  # "pass" or "fail"
+    observed: str  # "pass", "fail", or "skip" (the release cannot run it; detail says why)
     kind: str  # "finished" or the failure kind
     detail: str
     source: str
     as_expected: bool  # observed matches the case's expectation (see verdict.expectation_met)
+    fit: int = 0
+    failing_pools: tuple[int, ...] = ()  # the pool sizes whose run failed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Cell:
-        return cls(**data)
+        return cls(**{**data, "failing_pools": tuple(data.get("failing_pools", ()))})
 
 
 def sort_cells(cells: Iterable[Cell]) -> list[Cell]:
@@ -60,7 +62,9 @@ def _variants(cells: Sequence[Cell]) -> list[str]:
     return [v for v in VARIANT_NAMES if v in present] + sorted(present - set(VARIANT_NAMES))
 
 
-def _cell_text(cell: Cell) -> str:
+def cell_text(cell: Cell) -> str:
+    if cell.observed == "skip":
+        return "skip"
     text = "pass" if cell.observed == "pass" else f"FAIL {cell.kind}"
     if not cell.as_expected:
         wanted = cell.expected_kind or cell.expected
@@ -81,20 +85,28 @@ def case_table(cells: Sequence[Cell]) -> Table:
         mismatch = any(not c.as_expected for c in row.values())
         rows.append(
             [("! " if mismatch else "") + case]
-            + [_cell_text(row[v]) if v in row else "-" for v in variants]
+            + [cell_text(row[v]) if v in row else "-" for v in variants]
         )
     return ["case", *variants], rows
 
 
-def _columns(cells: Sequence[Cell]) -> list[str]:
+def columns_of(cells: Sequence[Cell]) -> list[str]:
     present = {c.column for c in cells if c.column}
     return [c for c in COLUMN_ORDER if c in present] + sorted(present - set(COLUMN_ORDER))
+
+
+def column_verdict(members: Sequence[Cell]) -> str:
+    """Fail if any member fails, Pass if every member that ran passed, Skip if none ran."""
+    observed = {c.observed for c in members}
+    if "fail" in observed:
+        return "Fail"
+    return "Pass" if "pass" in observed else "Skip"
 
 
 def summary_table(cells: Sequence[Cell]) -> Table:
     """Rows are variants, columns the cases' ``column`` labels; a column passes for a variant
     when every case in it passes."""
-    columns = _columns(cells)
+    columns = columns_of(cells)
     rows = []
     for variant in _variants(cells):
         row = [ROW_LABELS.get(variant, variant)]
@@ -103,7 +115,7 @@ def summary_table(cells: Sequence[Cell]) -> Table:
             if not members:
                 row.append("-")
             else:
-                row.append("Pass" if all(c.observed == "pass" for c in members) else "Fail")
+                row.append(column_verdict(members))
         rows.append(row)
     return ["Implementation", *columns], rows
 
@@ -128,8 +140,21 @@ def mismatches(cells: Sequence[Cell]) -> list[Cell]:
     return [c for c in sort_cells(cells) if not c.as_expected]
 
 
-def markdown_report(cells: Sequence[Cell], vllm_version: str | None) -> str:
-    parts = [f"# KV reservation matrix on vLLM {vllm_version or 'unknown'}", ""]
+@dataclass(frozen=True)
+class RunInfo:
+    """What a report says about the run as a whole."""
+
+    vllm_version: str | None
+    ships: str | None = None  # the variant the release's stock reservation is
+    skipped: str | None = None  # why no cell ran (a release the adapters cannot drive)
+
+
+def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:
+    parts = [f"# KV reservation matrix on vLLM {info.vllm_version or 'unknown'}", ""]
+    if info.ships:
+        parts += [f"Stock on this release is expected to behave like `{info.ships}`.", ""]
+    if info.skipped:
+        parts += [f"Skipped: {info.skipped}", ""]
     if any(cell.column for cell in cells):
         parts += ["## Summary (the upstream PR's table)", "", render_markdown(summary_table(cells))]
         parts += [""]
@@ -148,16 +173,16 @@ def markdown_report(cells: Sequence[Cell], vllm_version: str | None) -> str:
     return "\n".join(parts) + "\n"
 
 
-def json_report(cells: Sequence[Cell], vllm_version: str | None) -> dict[str, Any]:
-    return {"vllm_version": vllm_version, "cells": [c.to_dict() for c in sort_cells(cells)]}
+def json_report(cells: Sequence[Cell], info: RunInfo) -> dict[str, Any]:
+    return {**asdict(info), "cells": [c.to_dict() for c in sort_cells(cells)]}
 
 
-def write_report(path: Path, cells: Sequence[Cell], vllm_version: str | None) -> None:
+def write_report(path: Path, cells: Sequence[Cell], info: RunInfo) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".json":
-        text = json.dumps(json_report(cells, vllm_version), indent=2) + "\n"
+        text = json.dumps(json_report(cells, info), indent=2) + "\n"
     elif path.suffix == ".md":
-        text = markdown_report(cells, vllm_version)
+        text = markdown_report(cells, info)
     else:
         raise ValueError(f"--matrix-report {path}: use a .md or .json file name")
     path.write_text(text, encoding="utf-8")

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from matrix.adapters import LOADING, installed_vllm_version, shipped_variant
 from matrix.expand import cells_from_file
 from matrix.harness import run_cell, run_scenario
 from matrix.loader import load_case_file
@@ -108,14 +109,40 @@ def test_reservations_per_variant(adapter: Any, write_case: WriteCase) -> None:
         variant.apply(handle)
         margins[name] = handle.state().reserved_blocks
     # N = 7; block sizes 4 and 8, scheduler block size 8.
+    assert margins.pop("stock") == margins[shipped_variant(installed_vllm_version())]
     assert margins == {
-        "stock": 3,
         "none": 0,
         "original": 1,
         "group_count": 2,
         "all_groups": 3,
         "fixed": 3,
     }
+
+
+def test_the_shipped_variant_reserves_what_stock_does(adapter: Any, write_case: WriteCase) -> None:
+    """With loads in flight (their remaining blocks counted through the adapter's coordinator
+    call), the variant the installed release ships reserves exactly what its stock code does."""
+    from matrix.variants import VARIANTS
+
+    text = STALLING.replace(
+        "  - {kind: full, block_size: 4}\n  - {kind: full, block_size: 4}",
+        "  - {kind: full, block_size: 4}\n  - {kind: sliding_window, block_size: 8, window: 8}",
+    ).replace(
+        "  - {id: a, prompt: 16, max_tokens: 4}",
+        "  - {id: a, prompt: 16, max_tokens: 4}\n  - {id: b, prompt: 21, max_tokens: 6}",
+    )
+    case = case_of(write_case(text))
+    shipped = VARIANTS[shipped_variant(installed_vllm_version())]
+    reserved = {}
+    for variant in (VARIANTS["stock"], shipped):
+        handle = adapter.build(case, 200)
+        variant.apply(handle)
+        for request in case.requests:
+            handle.add_request(request)
+        handle.step(set())
+        assert [r.status for r in handle.state().requests] == [LOADING, LOADING]
+        reserved[variant.name] = handle.state().reserved_blocks
+    assert reserved["stock"] == reserved[shipped.name] > 0
 
 
 def test_stated_lookahead_is_checked_against_vllm(adapter: Any, write_case: WriteCase) -> None:

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from matrix.report import Cell, case_table, markdown_report, summary_table, write_report
+from matrix.report import (
+    Cell,
+    RunInfo,
+    case_table,
+    markdown_report,
+    summary_table,
+    write_report,
+)
+
+INFO = RunInfo("0.33.0", ships="fixed")
 
 
 def cell(
@@ -18,7 +27,7 @@ def cell(
     expected: str = "pass",
     kind: str = "finished",
 ) -> Cell:
-    matches = observed == expected
+    matches = observed in (expected, "skip")
     return Cell(
         case, column, variant, expected, None, observed, kind, "detail", "x.yaml:1", matches
     )
@@ -51,18 +60,19 @@ def test_case_table_marks_cells_that_differ() -> None:
 
 
 def test_markdown_report(tmp_path: Path) -> None:
-    text = markdown_report(CELLS, "0.33.0")
+    text = markdown_report(CELLS, INFO)
     assert "| Implementation | Single group | Multiple groups |" in text
     assert "| Original | Pass | Fail |" in text
+    assert "expected to behave like `fixed`" in text
     assert "`multi[k=3]-original`: detail" in text
-    write_report(tmp_path / "r.md", CELLS, "0.33.0")
+    write_report(tmp_path / "r.md", CELLS, INFO)
     assert (tmp_path / "r.md").read_text() == text
 
 
 def test_json_report(tmp_path: Path) -> None:
-    write_report(tmp_path / "r.json", CELLS, "0.33.0")
+    write_report(tmp_path / "r.json", CELLS, INFO)
     data = json.loads((tmp_path / "r.json").read_text())
-    assert data["vllm_version"] == "0.33.0"
+    assert (data["vllm_version"], data["ships"]) == ("0.33.0", "fixed")
     first = data["cells"][0]
     assert {"case", "column", "variant", "expected", "observed", "kind", "detail"} <= set(first)
     assert {c["as_expected"] for c in data["cells"]} == {True, False}
@@ -72,4 +82,12 @@ def test_json_report(tmp_path: Path) -> None:
 
 def test_unknown_report_suffix(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"\.md or \.json"):
-        write_report(tmp_path / "r.txt", CELLS, None)
+        write_report(tmp_path / "r.txt", CELLS, RunInfo(None))
+
+
+def test_skipped_cells_show_as_skip() -> None:
+    skipped = cell("mamba", "Mamba none", "fixed", "skip")
+    assert case_table([skipped])[1] == [["mamba", "skip"]]
+    assert summary_table([skipped])[1] == [["This fix", "Skip"]]
+    mixed = [skipped, cell("mamba2", "Mamba none", "fixed", "pass")]
+    assert summary_table(mixed)[1] == [["This fix", "Pass"]]
