@@ -1,0 +1,258 @@
+"""Across releases, from the per-env JSON reports alone (so the envs may run on different
+machines): the cross-version table (stock on each release) and the fidelity checks, which
+prove each patched variant behaves exactly like the release that shipped it.
+
+Pure: reads report files, returns frozen records; rendering and the exit code live in
+:func:`main`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from matrix.adapters import RELEASES, release_of
+from matrix.report import (
+    Cell,
+    Table,
+    cell_text,
+    column_verdict,
+    columns_of,
+    render_markdown,
+    render_text,
+)
+
+
+class ReportError(Exception):
+    """A report file that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class ReleaseReport:
+    release: str  # "0.31"
+    version: str  # as the report states it
+    path: Path
+    cells: tuple[Cell, ...]
+
+    def cells_of(self, variant: str) -> dict[str, Cell]:
+        return {c.case: c for c in self.cells if c.variant == variant}
+
+
+def load_reports(paths: Sequence[Path]) -> dict[str, ReleaseReport]:
+    """Reports keyed by release, oldest first; directories contribute their vllm-*.json."""
+    files = [f for p in paths for f in (sorted(p.glob("vllm-*.json")) if p.is_dir() else [p])]
+    reports: dict[str, ReleaseReport] = {}
+    for path in files:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            version = str(data["vllm_version"])
+            cells = tuple(Cell.from_dict(c) for c in data["cells"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ReportError(f"{path}: not a matrix JSON report ({error})") from None
+        release = release_of(version)
+        if release in reports:
+            raise ReportError(
+                f"{path}: a second report for {release} (first: {reports[release].path})"
+            )
+        reports[release] = ReleaseReport(release, version, path, cells)
+    return dict(sorted(reports.items(), key=lambda item: tuple(map(int, item[0].split(".")))))
+
+
+# --- fidelity ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FidelityCheck:
+    variant: str
+    patched_into: str
+    stock_of: str
+
+    def __str__(self) -> str:
+        return f"{self.variant} patched into {self.patched_into} == stock {self.stock_of}"
+
+
+# The variant each release ships, patched into every other release, against that release's
+# stock: "original" patched into 0.33 must equal stock 0.31, "fixed" patched into 0.31 stock
+# 0.32, "none" patched into 0.33 stock 0.30, and so on for every pair.
+FIDELITY_CHECKS = tuple(
+    FidelityCheck(shipped.ships, patched_into=other, stock_of=release)
+    for release, shipped in RELEASES.items()
+    for other in RELEASES
+    if other != release
+)
+
+# What must be equal: the verdict, the failing pool sizes, the fit, and the diagnosis (which
+# names the free and reserved blocks at the failure).
+COMPARED_FIELDS = ("observed", "kind", "failing_pools", "fit", "detail")
+
+
+@dataclass(frozen=True)
+class FidelityResult:
+    check: FidelityCheck
+    status: Literal["equal", "differs", "not_run"]
+    compared: int  # cases compared
+    differences: tuple[str, ...] = ()
+    reason: str = ""  # why it did not run
+
+
+def _shown(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _difference(case: str, patched: Cell, stock: Cell) -> str | None:
+    fields = [f for f in COMPARED_FIELDS if getattr(patched, f) != getattr(stock, f)]
+    if not fields:
+        return None
+    shown = "; ".join(
+        f"{f}: patched {_shown(getattr(patched, f))!r} vs stock {_shown(getattr(stock, f))!r}"
+        for f in fields
+    )
+    return f"{case}: {shown}"
+
+
+def check_fidelity(check: FidelityCheck, reports: dict[str, ReleaseReport]) -> FidelityResult:
+    """Compares the cases both reports ran (a case file may leave a variant out)."""
+    absent = [r for r in (check.patched_into, check.stock_of) if r not in reports]
+    if absent:
+        return FidelityResult(check, "not_run", 0, reason=f"no report for {', '.join(absent)}")
+    patched = reports[check.patched_into].cells_of(check.variant)
+    stock = reports[check.stock_of].cells_of("stock")
+    both = sorted(
+        case
+        for case in patched.keys() & stock.keys()
+        if "skip" not in (patched[case].observed, stock[case].observed)
+    )
+    if not both:
+        return FidelityResult(check, "not_run", 0, reason="no case ran in both reports")
+    found = [_difference(case, patched[case], stock[case]) for case in both]
+    differences = tuple(d for d in found if d)
+    return FidelityResult(check, "differs" if differences else "equal", len(both), differences)
+
+
+# --- the cross-version table ---------------------------------------------------------------
+
+
+def _stock_cells(reports: dict[str, ReleaseReport]) -> dict[str, dict[str, Cell]]:
+    by_case: dict[str, dict[str, Cell]] = {}
+    for release, report in reports.items():
+        for case, cell in report.cells_of("stock").items():
+            by_case.setdefault(case, {})[release] = cell
+    return dict(sorted(by_case.items()))
+
+
+def cases_by_release(reports: dict[str, ReleaseReport]) -> Table:
+    """Stock on each release; a leading ``!`` marks a case some release ran against its
+    expectation."""
+    rows = []
+    for case, cells in _stock_cells(reports).items():
+        mismatch = any(not c.as_expected for c in cells.values())
+        texts = [cell_text(cells[r]) if r in cells else "-" for r in reports]
+        rows.append([("! " if mismatch else "") + case, *texts])
+    return ["case", *reports], rows
+
+
+def summary_by_release(reports: dict[str, ReleaseReport]) -> Table:
+    """The upstream table's columns, one row per release (stock)."""
+    stock = [c for r in reports.values() for c in r.cells if c.variant == "stock"]
+    columns = columns_of(stock)
+    rows = []
+    for report in reports.values():
+        cells = report.cells_of("stock").values()
+        row = [f"vLLM {report.version}"]
+        for column in columns:
+            members = [c for c in cells if c.column == column]
+            row.append(column_verdict(members) if members else "-")
+        rows.append(row)
+    return ["Release (stock)", *columns], rows
+
+
+# --- output --------------------------------------------------------------------------------
+
+
+def _fidelity_line(result: FidelityResult) -> str:
+    if result.status == "not_run":
+        return f"not run  {result.check}: {result.reason}"
+    word = "equal   " if result.status == "equal" else "DIFFERS "
+    return f"{word} {result.check}: {result.compared} cases"
+
+
+def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult]) -> str:
+    parts = [
+        "# KV reservation matrix across vLLM releases (stock)",
+        "",
+        f"From {', '.join(str(r.path.name) for r in reports.values())}.",
+        "",
+        "## Summary",
+        "",
+        render_markdown(summary_by_release(reports)),
+        "",
+        "## Cases x releases",
+        "",
+        render_markdown(cases_by_release(reports)),
+        "",
+        "## Fidelity: each patched variant against the release that shipped it",
+        "",
+    ]
+    for result in results:
+        parts.append(f"- {_fidelity_line(result)}")
+        parts += [f"  - {d}" for d in result.differences]
+    return "\n".join(parts) + "\n"
+
+
+def json_document(
+    reports: dict[str, ReleaseReport], results: Sequence[FidelityResult]
+) -> dict[str, Any]:
+    header, rows = summary_by_release(reports)
+    return {
+        "releases": {r: report.version for r, report in reports.items()},
+        "cases": {
+            case: {
+                release: {f: getattr(cell, f) for f in (*COMPARED_FIELDS, "as_expected")}
+                for release, cell in cells.items()
+            }
+            for case, cells in _stock_cells(reports).items()
+        },
+        "summary": {
+            release: dict(zip(header[1:], row[1:], strict=True))
+            for release, row in zip(reports, rows, strict=True)
+        },
+        "fidelity": [
+            {**asdict(r.check), **{k: v for k, v in asdict(r).items() if k != "check"}}
+            for r in results
+        ],
+    }
+
+
+def main(paths: Sequence[Path], out: Path) -> int:
+    """Print and write the cross-version report; 1 when a fidelity check differs or none ran."""
+    try:
+        reports = load_reports(paths)
+    except ReportError as error:
+        print(f"matrix crossversion: {error}")
+        return 2
+    if not reports:
+        print(f"matrix crossversion: no vllm-*.json reports in {', '.join(map(str, paths))}")
+        return 2
+    results = [check_fidelity(check, reports) for check in FIDELITY_CHECKS]
+    print(render_text(summary_by_release(reports)))
+    print()
+    print(render_text(cases_by_release(reports)))
+    print()
+    for result in results:
+        print(_fidelity_line(result))
+        for difference in result.differences:
+            print(f"    {difference}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cross-version.md").write_text(markdown(reports, results), encoding="utf-8")
+    document = json.dumps(json_document(reports, results), indent=2) + "\n"
+    (out / "cross-version.json").write_text(document, encoding="utf-8")
+    print(f"\ncross-version report written to {out / 'cross-version.md'} and .json")
+    if any(r.status == "differs" for r in results):
+        return 1
+    if all(r.status == "not_run" for r in results):
+        print("matrix crossversion: no fidelity check could run (each needs two releases' reports)")
+        return 1
+    return 0

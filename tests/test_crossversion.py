@@ -1,0 +1,130 @@
+"""The cross-version table and the fidelity checks, from JSON reports alone (no vLLM)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from matrix.crossversion import (
+    FIDELITY_CHECKS,
+    FidelityCheck,
+    ReportError,
+    cases_by_release,
+    check_fidelity,
+    load_reports,
+    main,
+    summary_by_release,
+)
+
+
+def cell(case: str, variant: str, kind: str = "finished", pools: tuple[int, ...] = ()) -> Any:
+    failed = kind != "finished"
+    return {
+        "case": case,
+        "column": "Multiple groups" if case.startswith("multi") else "Single group",
+        "variant": variant,
+        "expected": "pass",
+        "expected_kind": None,
+        "observed": "fail" if failed else "pass",
+        "kind": kind,
+        "detail": f"{kind} at pools {pools}",
+        "source": "x.yaml:1",
+        "as_expected": True,
+        "fit": 11,
+        "failing_pools": list(pools),
+    }
+
+
+def write(directory: Path, version: str, cells: list[Any]) -> Path:
+    path = directory / f"vllm-{version}.json"
+    path.write_text(json.dumps({"vllm_version": version, "cells": cells}), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def reports(tmp_path: Path) -> Path:
+    stall = {"kind": "stall", "pools": (10,)}
+    write(
+        tmp_path,
+        "0.31.0",
+        [cell("multi", "stock", **stall), cell("single", "stock"), cell("multi", "fixed")],
+    )
+    write(
+        tmp_path,
+        "0.33.0",
+        [
+            *(cell("multi", "stock"), cell("single", "stock")),
+            *(cell("multi", "original", **stall), cell("single", "original")),
+        ],
+    )
+    return tmp_path
+
+
+def test_the_issue_s_three_checks_are_among_the_checks() -> None:
+    assert {
+        FidelityCheck("original", "0.33", "0.31"),
+        FidelityCheck("fixed", "0.31", "0.32"),
+        FidelityCheck("none", "0.33", "0.30"),
+    } <= set(FIDELITY_CHECKS)
+
+
+def test_tables_have_one_column_or_row_per_release(reports: Path) -> None:
+    loaded = load_reports([reports])
+    assert list(loaded) == ["0.31", "0.33"]
+    assert cases_by_release(loaded) == (
+        ["case", "0.31", "0.33"],
+        [["multi", "FAIL stall", "pass"], ["single", "pass", "pass"]],
+    )
+    assert summary_by_release(loaded)[1] == [
+        ["vLLM 0.31.0", "Pass", "Fail"],
+        ["vLLM 0.33.0", "Pass", "Pass"],
+    ]
+
+
+def test_a_faithful_variant_is_equal(reports: Path) -> None:
+    result = check_fidelity(FidelityCheck("original", "0.33", "0.31"), load_reports([reports]))
+    assert (result.status, result.compared, result.differences) == ("equal", 1 + 1, ())
+
+
+def test_a_different_failing_pool_set_is_a_difference(reports: Path) -> None:
+    write(
+        reports, "0.33.0", [cell("multi", "original", "stall", (9, 10)), cell("single", "original")]
+    )
+    result = check_fidelity(FidelityCheck("original", "0.33", "0.31"), load_reports([reports]))
+    assert result.status == "differs"
+    assert "failing_pools: patched [9, 10] vs stock [10]" in result.differences[0]
+
+
+def test_a_check_without_both_reports_does_not_run(reports: Path) -> None:
+    result = check_fidelity(FidelityCheck("none", "0.33", "0.30"), load_reports([reports]))
+    assert (result.status, result.reason) == ("not_run", "no report for 0.30")
+
+
+def test_main_writes_both_files_and_fails_on_a_difference(
+    reports: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main([reports], out) == 0
+    document = json.loads((out / "cross-version.json").read_text())
+    assert document["releases"] == {"0.31": "0.31.0", "0.33": "0.33.0"}
+    assert document["summary"]["0.31"] == {"Single group": "Pass", "Multiple groups": "Fail"}
+    assert document["cases"]["multi"]["0.31"]["failing_pools"] == [10]
+    assert "| vLLM 0.31.0 | Pass | Fail |" in (out / "cross-version.md").read_text()
+    assert "equal    original patched into 0.33 == stock 0.31: 2 cases" in capsys.readouterr().out
+    write(reports, "0.33.0", [cell("multi", "original"), cell("single", "original")])
+    assert main([reports], out) == 1
+
+
+def test_no_runnable_check_fails(tmp_path: Path) -> None:
+    write(tmp_path, "0.33.0", [cell("single", "stock")])
+    assert main([tmp_path], tmp_path / "out") == 1
+
+
+def test_bad_reports_are_named(tmp_path: Path) -> None:
+    (tmp_path / "vllm-0.33.0.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(ReportError, match=r"vllm-0\.33\.0\.json: not a matrix JSON report"):
+        load_reports([tmp_path])
+    assert main([tmp_path], tmp_path / "out") == 2
