@@ -196,9 +196,15 @@ def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult
         "## Fidelity: each patched variant against the release that shipped it",
         "",
     ]
-    for result in results:
-        parts.append(f"- {_fidelity_line(result)}")
-        parts += [f"  - {d}" for d in result.differences]
+    rows = [
+        [str(r.check), r.status.replace("_", " "), str(r.compared) if r.compared else r.reason]
+        for r in results
+    ]
+    parts.append(render_markdown((["check", "result", "cases compared"], rows)))
+    differing = [r for r in results if r.differences]
+    if differing:
+        parts += ["", "### Differences", ""]
+        parts += [f"- {r.check}: {d}" for r in differing for d in r.differences]
     return "\n".join(parts) + "\n"
 
 

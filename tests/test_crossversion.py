@@ -112,7 +112,10 @@ def test_main_writes_both_files_and_fails_on_a_difference(
     assert document["releases"] == {"0.31": "0.31.0", "0.33": "0.33.0"}
     assert document["summary"]["0.31"] == {"Single group": "Pass", "Multiple groups": "Fail"}
     assert document["cases"]["multi"]["0.31"]["failing_pools"] == [10]
-    assert "| vLLM 0.31.0 | Pass | Fail |" in (out / "cross-version.md").read_text()
+    markdown = (out / "cross-version.md").read_text()
+    assert "| vLLM 0.31.0 | Pass | Fail |" in markdown
+    assert "| original patched into 0.33 == stock 0.31 | equal | 2 |" in markdown
+    assert "| none patched into 0.33 == stock 0.30 | not run | no report for 0.30 |" in markdown
     assert "equal    original patched into 0.33 == stock 0.31: 2 cases" in capsys.readouterr().out
     write(reports, "0.33.0", [cell("multi", "original"), cell("single", "original")])
     assert main([reports], out) == 1

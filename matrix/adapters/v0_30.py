@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from matrix.adapters import (
     FINISHED,
+    LOADING,
     Geometry,
     GroupGeometry,
     RequestState,
@@ -391,6 +392,14 @@ SHARED_REQUIREMENTS = (
         "CacheConfig.mamba_cache_mode",
         lambda: "mamba_cache_mode" in CacheConfig.__dataclass_fields__,
     ),
+    Requirement(
+        "RequestStatus.WAITING_FOR_REMOTE_KVS (a request whose KV is loading)",
+        lambda: hasattr(RequestStatus, LOADING),
+    ),
+    Requirement(
+        "Scheduler.update_draft_token_ids (the drafts a step proposes)",
+        lambda: callable(getattr(Scheduler, "update_draft_token_ids", None)),
+    ),
 )
 
 
@@ -399,8 +408,8 @@ class Vllm030:
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,
         Requirement(
-            "no speculative-decode margin in the admission (0.30's; a release with "
-            "Scheduler._spec_decode_step_blocks needs a later adapter)",
+            "an admission with no speculative-decode margin (0.30's; with "
+            "Scheduler._spec_decode_step_blocks a later adapter applies)",
             lambda: (
                 not hasattr(Scheduler, "_spec_decode_step_blocks")
                 and not init_assigns("_spec_decode_step_blocks")
