@@ -59,7 +59,8 @@ class Group(Strict):
     kind: Literal["full", "sliding_window", "mamba"]
     block_size: Annotated[int, Field(gt=0)] | Literal["max_model_len"]
     window: Annotated[int, Field(gt=0)] | None = None
-    mamba_mode: Literal["none", "align"] | None = None
+    # "all" (cache every block's state) exists in 0.30 and 0.31 only; later releases skip it.
+    mamba_mode: Literal["none", "align", "all"] | None = None
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Group:
@@ -68,7 +69,7 @@ class Group(Strict):
         if self.kind != "sliding_window" and self.window is not None:
             raise ValueError(f"'window' is only for sliding_window groups, not {self.kind}")
         if self.kind == "mamba" and self.mamba_mode is None:
-            raise ValueError("a mamba group needs 'mamba_mode' (none or align)")
+            raise ValueError("a mamba group needs 'mamba_mode' (none, align or all)")
         if self.kind != "mamba" and self.mamba_mode is not None:
             raise ValueError(f"'mamba_mode' is only for mamba groups, not {self.kind}")
         if self.block_size == "max_model_len" and self.kind != "mamba":
