@@ -52,6 +52,9 @@ def load_reports(paths: Sequence[Path]) -> dict[str, ReleaseReport]:
             cells = tuple(Cell.from_dict(c) for c in data["cells"])
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ReportError(f"{path}: not a matrix JSON report ({error})") from None
+        if any("failing_pools" not in c for c in data["cells"]):
+            # Without them the fidelity checks would compare defaults: refuse, not pass.
+            raise ReportError(f"{path}: written by an older matrix (no failing_pools); rerun it")
         release = release_of(version)
         if release in reports:
             raise ReportError(

@@ -131,3 +131,8 @@ def test_bad_reports_are_named(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match=r"vllm-0\.33\.0\.json: not a matrix JSON report"):
         load_reports([tmp_path])
     assert main([tmp_path], tmp_path / "out") == 2
+    old = cell("single", "stock")
+    del old["failing_pools"]
+    write(tmp_path, "0.33.0", [old])
+    with pytest.raises(ReportError, match="older matrix"):
+        load_reports([tmp_path])
