@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from matrix.adapters import installed_vllm_version, shipped_variant
 from matrix.expand import CellSpec, case_files, cells_from_file
 
 BENCH_CELL = "single_group[k=3]-stock"
@@ -115,7 +116,8 @@ def main(case_dir: Path) -> int:
 
     print(f"one-off import (vLLM scheduler + adapter, fresh process): {import_seconds():.2f} s")
     adapter = select_adapter()
-    cells = [c for path in case_files(case_dir) for c in cells_from_file(path)]
+    ships = shipped_variant(installed_vllm_version())
+    cells = [c for path in case_files(case_dir) for c in cells_from_file(path, ships)]
     harness.run_cell(adapter, cells[0])  # warm the config cache and vLLM's lazy imports
     harness.forget_fits()
     started = time.perf_counter()

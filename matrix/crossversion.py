@@ -36,6 +36,14 @@ class ReleaseReport:
     version: str  # as the report states it
     path: Path
     cells: tuple[Cell, ...]
+    matrix_digest: str  # the matrix code that wrote it
+
+    @property
+    def skipped(self) -> str | None:
+        """Why nothing ran, when every cell was skipped."""
+        if self.cells and all(c.observed == "skip" for c in self.cells):
+            return self.cells[0].detail
+        return None
 
     def cells_of(self, variant: str) -> dict[str, Cell]:
         return {c.case: c for c in self.cells if c.variant == variant}
@@ -60,7 +68,8 @@ def load_reports(paths: Sequence[Path]) -> dict[str, ReleaseReport]:
             raise ReportError(
                 f"{path}: a second report for {release} (first: {reports[release].path})"
             )
-        reports[release] = ReleaseReport(release, version, path, cells)
+        digest = str(data.get("matrix_digest", ""))
+        reports[release] = ReleaseReport(release, version, path, cells, digest)
     return dict(sorted(reports.items(), key=lambda item: tuple(map(int, item[0].split(".")))))
 
 
@@ -76,15 +85,19 @@ class FidelityCheck:
     def __str__(self) -> str:
         return f"{self.variant} patched into {self.patched_into} == stock {self.stock_of}"
 
+    @property
+    def across_releases(self) -> bool:
+        return self.patched_into != self.stock_of
 
-# The variant each release ships, patched into every other release, against that release's
-# stock: "original" patched into 0.33 must equal stock 0.31, "fixed" patched into 0.31 stock
-# 0.32, "none" patched into 0.33 stock 0.30, and so on for every pair.
+
+# The variant each release ships, patched into every release, against that release's stock:
+# "original" patched into 0.33 must equal stock 0.31, "fixed" patched into 0.31 stock 0.32,
+# "none" patched into 0.33 stock 0.30, and so on for every pair. A release against itself
+# tells a wrong variant from a wrong adapter.
 FIDELITY_CHECKS = tuple(
     FidelityCheck(shipped.ships, patched_into=other, stock_of=release)
     for release, shipped in RELEASES.items()
     for other in RELEASES
-    if other != release
 )
 
 # What must be equal: the verdict, the failing pool sizes, the fit, and the diagnosis (which
@@ -99,6 +112,7 @@ class FidelityResult:
     compared: int  # cases compared
     differences: tuple[str, ...] = ()
     reason: str = ""  # why it did not run
+    changed: tuple[str, ...] = ()  # cases not compared: their case files differ between reports
 
 
 def _shown(value: object) -> object:
@@ -117,22 +131,30 @@ def _difference(case: str, patched: Cell, stock: Cell) -> str | None:
 
 
 def check_fidelity(check: FidelityCheck, reports: dict[str, ReleaseReport]) -> FidelityResult:
-    """Compares the cases both reports ran (a case file may leave a variant out)."""
-    absent = [r for r in (check.patched_into, check.stock_of) if r not in reports]
+    """Compares the cases both reports ran (a case file may leave a variant out), when the
+    same matrix code wrote both."""
+    absent = [r for r in dict.fromkeys((check.patched_into, check.stock_of)) if r not in reports]
     if absent:
         return FidelityResult(check, "not_run", 0, reason=f"no report for {', '.join(absent)}")
-    patched = reports[check.patched_into].cells_of(check.variant)
-    stock = reports[check.stock_of].cells_of("stock")
-    both = sorted(
+    patched_report, stock_report = reports[check.patched_into], reports[check.stock_of]
+    if patched_report.matrix_digest != stock_report.matrix_digest:
+        reason = "the reports were written by different matrix code: rerun both envs"
+        return FidelityResult(check, "not_run", 0, reason=reason)
+    patched = patched_report.cells_of(check.variant)
+    stock = stock_report.cells_of("stock")
+    ran = sorted(
         case
         for case in patched.keys() & stock.keys()
         if "skip" not in (patched[case].observed, stock[case].observed)
     )
+    changed = tuple(c for c in ran if patched[c].case_digest != stock[c].case_digest)
+    both = [c for c in ran if c not in changed]
     if not both:
         return FidelityResult(check, "not_run", 0, reason="no case ran in both reports")
     found = [_difference(case, patched[case], stock[case]) for case in both]
     differences = tuple(d for d in found if d)
-    return FidelityResult(check, "differs" if differences else "equal", len(both), differences)
+    status: Literal["equal", "differs"] = "differs" if differences else "equal"
+    return FidelityResult(check, status, len(both), differences, changed=changed)
 
 
 # --- the cross-version table ---------------------------------------------------------------
@@ -175,11 +197,17 @@ def summary_by_release(reports: dict[str, ReleaseReport]) -> Table:
 # --- output --------------------------------------------------------------------------------
 
 
-def _fidelity_line(result: FidelityResult) -> str:
+def _compared(result: FidelityResult) -> str:
     if result.status == "not_run":
-        return f"not run  {result.check}: {result.reason}"
-    word = "equal   " if result.status == "equal" else "DIFFERS "
-    return f"{word} {result.check}: {result.compared} cases"
+        return result.reason
+    changed = f" ({len(result.changed)} changed case files not compared)" if result.changed else ""
+    plural = "" if result.compared == 1 else "s"
+    return f"{result.compared} case{plural}{changed}"
+
+
+def _fidelity_line(result: FidelityResult) -> str:
+    word = {"equal": "equal   ", "differs": "DIFFERS ", "not_run": "not run "}[result.status]
+    return f"{word} {result.check}: {_compared(result)}"
 
 
 def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult]) -> str:
@@ -199,10 +227,7 @@ def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult
         "## Fidelity: each patched variant against the release that shipped it",
         "",
     ]
-    rows = [
-        [str(r.check), r.status.replace("_", " "), str(r.compared) if r.compared else r.reason]
-        for r in results
-    ]
+    rows = [[str(r.check), r.status.replace("_", " "), _compared(r)] for r in results]
     parts.append(render_markdown((["check", "result", "cases compared"], rows)))
     differing = [r for r in results if r.differences]
     if differing:
@@ -236,7 +261,8 @@ def json_document(
 
 
 def main(paths: Sequence[Path], out: Path) -> int:
-    """Print and write the cross-version report; 1 when a fidelity check differs or none ran."""
+    """Print and write the cross-version report; 1 when a fidelity check differs, when none
+    across two releases ran, or when a release skipped every cell."""
     try:
         reports = load_reports(paths)
     except ReportError as error:
@@ -259,9 +285,14 @@ def main(paths: Sequence[Path], out: Path) -> int:
     document = json.dumps(json_document(reports, results), indent=2) + "\n"
     (out / "cross-version.json").write_text(document, encoding="utf-8")
     print(f"\ncross-version report written to {out / 'cross-version.md'} and .json")
-    if any(r.status == "differs" for r in results):
-        return 1
-    if all(r.status == "not_run" for r in results):
-        print("matrix crossversion: no fidelity check could run (each needs two releases' reports)")
-        return 1
-    return 0
+    problems = [
+        f"every cell of vLLM {r.version} skipped: {r.skipped}"
+        for r in reports.values()
+        if r.skipped
+    ]
+    problems += [f"{r.check}: differs" for r in results if r.status == "differs"]
+    if not any(r.status != "not_run" and r.check.across_releases for r in results):
+        problems.append("no check across two releases could run (each needs both reports)")
+    for problem in problems:
+        print(f"matrix crossversion: {problem}")
+    return 1 if problems else 0

@@ -5,6 +5,7 @@ at the end. Thin hooks over pure functions; importing this module imports no tor
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,6 +181,7 @@ def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
         as_expected=as_expected,
         fit=fit,
         failing_pools=failing_pools,
+        case_digest=spec.case.digest,
     )
 
 
@@ -200,7 +202,8 @@ class CellItem(pytest.Item):
         if missing:
             # The cell still reaches the tables, as skipped, with the reason.
             self.user_properties.append((CELL_PROPERTY, make_cell(self.spec, missing).to_dict()))
-            pytest.skip(missing)
+            # Reported at the case's line (-rs), as pytest reports a skip marker.
+            raise pytest.skip.Exception(missing, _use_item_location=True)
         assert not isinstance(adapter, UnsupportedRelease)
         verdict = run_cell(adapter, self.spec)
         cell = make_cell(self.spec, verdict)
@@ -237,12 +240,23 @@ class CellCollector:
                 self.config.stash[cells_key].append(Cell.from_dict(value))
 
 
+def matrix_digest() -> str:
+    """Identifies the matrix code that wrote a report: reports written by different code are
+    never compared with each other."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def run_info() -> RunInfo:
     # From the version alone: under xdist the controller never imports vLLM.
     version = installed_vllm_version()
     if version is None:
-        return RunInfo(None)
-    return RunInfo(release_label(version), shipped_variant(version))
+        return RunInfo(None, matrix_digest=matrix_digest())
+    return RunInfo(release_label(version), shipped_variant(version), matrix_digest())
 
 
 def pytest_terminal_summary(
@@ -255,17 +269,16 @@ def pytest_terminal_summary(
     if not cells:
         return
     info = run_info()
-    if cells:
-        write = terminalreporter.write_line
-        terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
-        if any(cell.column for cell in cells):
-            write(render_text(summary_table(cells)))
-            write("")
-        write(render_text(case_table(cells)))
-        wrong = mismatches(cells)
-        if wrong:
-            write("")
-            write(f"{len(wrong)} cell(s) differ from their expectation (marked !)")
+    write = terminalreporter.write_line
+    terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
+    if any(cell.column for cell in cells):
+        write(render_text(summary_table(cells)))
+        write("")
+    write(render_text(case_table(cells)))
+    wrong = mismatches(cells)
+    if wrong:
+        write("")
+        write(f"{len(wrong)} cell(s) differ from their expectation (marked !)")
     for path in config.getoption("matrix_report"):
         write_report(Path(path), cells, info)
         terminalreporter.write_line(f"matrix report written to {path}")

@@ -43,6 +43,7 @@ class Cell:
     as_expected: bool  # observed matches the case's expectation (see verdict.expectation_met)
     fit: int = 0
     failing_pools: tuple[int, ...] = ()  # the pool sizes whose run failed
+    case_digest: str = ""  # see expand.Case.digest
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,7 +106,7 @@ def column_verdict(members: Sequence[Cell]) -> str:
 
 def summary_table(cells: Sequence[Cell]) -> Table:
     """Rows are variants, columns the cases' ``column`` labels; a column passes for a variant
-    when every case in it passes."""
+    when every case in it that ran passes (see :func:`column_verdict`)."""
     columns = columns_of(cells)
     rows = []
     for variant in _variants(cells):
@@ -146,15 +147,13 @@ class RunInfo:
 
     vllm_version: str | None
     ships: str | None = None  # the variant the release's stock reservation is
-    skipped: str | None = None  # why no cell ran (a release the adapters cannot drive)
+    matrix_digest: str = ""  # the matrix code that wrote the report (see plugin.matrix_digest)
 
 
 def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:
     parts = [f"# KV reservation matrix on vLLM {info.vllm_version or 'unknown'}", ""]
     if info.ships:
         parts += [f"Stock on this release is expected to behave like `{info.ships}`.", ""]
-    if info.skipped:
-        parts += [f"Skipped: {info.skipped}", ""]
     if any(cell.column for cell in cells):
         parts += ["## Summary (the upstream PR's table)", "", render_markdown(summary_table(cells))]
         parts += [""]

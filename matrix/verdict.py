@@ -63,12 +63,7 @@ class CellVerdict:
     detail: str
     fit: int  # the smallest pool in which every request, alone, runs to completion
     outcomes: tuple[RunOutcome, ...]
-    slack: int = 0  # the case's fit_slack
-
-    @property
-    def failing_pools(self) -> tuple[int, ...]:
-        """The pool sizes whose outcome is a failure (see :func:`acceptable`)."""
-        return tuple(o.pool for o in self.outcomes if not acceptable(o, self.fit, self.slack))
+    failing_pools: tuple[int, ...] = ()  # the pool sizes whose outcome is not acceptable
 
 
 def _describe(request: RequestState) -> str:
@@ -185,7 +180,7 @@ def judge_cell(outcomes: Sequence[RunOutcome], fit: int, slack: int = 0) -> Cell
             detail += f"; unfinished below the fit ({fit_text}) at {_pool_ranges(unfinished)}"
         if outcomes and max(o.pool for o in outcomes) < fit:
             detail += "; no pool reaches the fit, so only stalls and errors were checked"
-        return CellVerdict("pass", "finished", detail, fit, tuple(outcomes), slack)
+        return CellVerdict("pass", "finished", detail, fit, tuple(outcomes))
     first = failures[0]
     same_kind = [o.pool for o in failures if o.kind == first.kind]
     other_kinds = sorted({o.kind for o in failures} - {first.kind})
@@ -195,7 +190,8 @@ def judge_cell(outcomes: Sequence[RunOutcome], fit: int, slack: int = 0) -> Cell
     )
     if other_kinds:
         detail += f"; also {', '.join(other_kinds)}"
-    return CellVerdict("fail", first.kind, detail, fit, tuple(outcomes), slack)
+    failing_pools = tuple(o.pool for o in failures)
+    return CellVerdict("fail", first.kind, detail, fit, tuple(outcomes), failing_pools)
 
 
 def expectation_met(expected: str, verdict: CellVerdict) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import configparser
+
 import pytest
 
 from matrix.adapters import (
@@ -36,10 +38,13 @@ def test_an_unknown_release_is_driven_as_the_nearest_older_one() -> None:
 
 
 def test_every_release_has_a_tox_env_and_pinned_requirements() -> None:
-    tox = (REPO / "tox.ini").read_text(encoding="utf-8")
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(REPO / "tox.ini", encoding="utf-8")
     for release in RELEASES:
         env = "vllm" + release.replace(".", "")
-        assert f"[testenv:{env}]" in tox
+        assert f"testenv:{env}" in tox
+        assert env in tox["tox"]["labels"].split("releases =")[1].splitlines()[0]
+        assert env in tox["testenv:crossversion"]["depends"]
         for name in (f"vllm-{release}.0.txt", f"vllm-{release}.0-nodeps.txt"):
             assert (REPO / "requirements" / name).is_file(), name
 
@@ -91,7 +96,12 @@ def test_a_mamba_mode_the_release_lacks_skips_the_case(pytester: pytest.Pytester
         result.assert_outcomes(passed=2)
     else:
         result.assert_outcomes(skipped=2)
-        result.stdout.fnmatch_lines(["*has no Mamba cache mode 'all' (it has: align, none)"])
+        result.stdout.fnmatch_lines(
+            [
+                "SKIPPED [[]2[]] case.yaml:1: vLLM * "
+                "has no Mamba cache mode 'all' (it has: align, none)"
+            ]
+        )
 
 
 @needs_vllm
@@ -109,9 +119,11 @@ def test_cells_skip_with_the_reason_when_the_release_cannot_be_driven(
         case="name: c\ngroups:\n  - {kind: full, block_size: 4}\n"
         "pool: 40\nrequests:\n  - {id: a, prompt: 8}\nvariants: [stock, fixed]\n",
     )
-    result = pytester.runpytest_subprocess("case.yaml", "-rs", "--matrix-report=r.json")
+    result = pytester.runpytest_subprocess("case.yaml", "-rs", "-n", "2", "--matrix-report=r.json")
     result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines(["*lacks what the 0.3* adapter drives: Scheduler._inflight*"])
+    result.stdout.fnmatch_lines(
+        ["SKIPPED [[]2[]] case.yaml:1: vLLM * lacks what the 0.3* adapter drives: Scheduler._inf*"]
+    )
     assert "AttributeError" not in result.stdout.str()
     import json
 

@@ -38,9 +38,10 @@ def cell(case: str, variant: str, kind: str = "finished", pools: tuple[int, ...]
     }
 
 
-def write(directory: Path, version: str, cells: list[Any]) -> Path:
+def write(directory: Path, version: str, cells: list[Any], digest: str = "code1") -> Path:
     path = directory / f"vllm-{version}.json"
-    path.write_text(json.dumps({"vllm_version": version, "cells": cells}), encoding="utf-8")
+    data = {"vllm_version": version, "matrix_digest": digest, "cells": cells}
+    path.write_text(json.dumps(data), encoding="utf-8")
     return path
 
 
@@ -68,6 +69,7 @@ def test_the_issue_s_three_checks_are_among_the_checks() -> None:
         FidelityCheck("original", "0.33", "0.31"),
         FidelityCheck("fixed", "0.31", "0.32"),
         FidelityCheck("none", "0.33", "0.30"),
+        FidelityCheck("original", "0.31", "0.31"),  # a release against itself
     } <= set(FIDELITY_CHECKS)
 
 
@@ -114,7 +116,7 @@ def test_main_writes_both_files_and_fails_on_a_difference(
     assert document["cases"]["multi"]["0.31"]["failing_pools"] == [10]
     markdown = (out / "cross-version.md").read_text()
     assert "| vLLM 0.31.0 | Pass | Fail |" in markdown
-    assert "| original patched into 0.33 == stock 0.31 | equal | 2 |" in markdown
+    assert "| original patched into 0.33 == stock 0.31 | equal | 2 cases |" in markdown
     assert "| none patched into 0.33 == stock 0.30 | not run | no report for 0.30 |" in markdown
     assert "equal    original patched into 0.33 == stock 0.31: 2 cases" in capsys.readouterr().out
     write(reports, "0.33.0", [cell("multi", "original"), cell("single", "original")])
@@ -136,3 +138,38 @@ def test_bad_reports_are_named(tmp_path: Path) -> None:
     write(tmp_path, "0.33.0", [old])
     with pytest.raises(ReportError, match="older matrix"):
         load_reports([tmp_path])
+
+
+ORIGINAL_ON_033 = FidelityCheck("original", "0.33", "0.31")
+
+
+def test_reports_from_different_matrix_code_are_not_compared(reports: Path) -> None:
+    write(reports, "0.33.0", [cell("multi", "original", "stall", (10,))], digest="code2")
+    result = check_fidelity(ORIGINAL_ON_033, load_reports([reports]))
+    assert (result.status, result.reason) == (
+        "not_run",
+        "the reports were written by different matrix code: rerun both envs",
+    )
+
+
+def test_a_case_that_changed_between_reports_is_not_compared(reports: Path) -> None:
+    edited = {**cell("single", "original", "stall", (3,)), "case_digest": "edited"}
+    write(reports, "0.33.0", [cell("multi", "original", "stall", (10,)), edited])
+    result = check_fidelity(ORIGINAL_ON_033, load_reports([reports]))
+    assert (result.status, result.compared, result.changed) == ("equal", 1, ("single",))
+
+
+def test_skipped_cells_are_not_compared(reports: Path) -> None:
+    skipped = {**cell("single", "original"), "observed": "skip", "kind": "skipped"}
+    write(reports, "0.33.0", [cell("multi", "original", "stall", (10,)), skipped])
+    result = check_fidelity(ORIGINAL_ON_033, load_reports([reports]))
+    assert (result.status, result.compared) == ("equal", 1)
+
+
+def test_a_release_that_skipped_every_cell_fails(
+    reports: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    skipped = {**cell("single", "stock"), "observed": "skip", "detail": "lacks X"}
+    write(reports, "0.30.0", [skipped])
+    assert main([reports], tmp_path / "out") == 1
+    assert "every cell of vLLM 0.30.0 skipped: lacks X" in capsys.readouterr().out

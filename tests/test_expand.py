@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from matrix.expand import cells_from_file
+from matrix.expand import CellSpec, cells_from_file
+from matrix.schema import VariantName
 from tests.conftest import CASES
 
 WriteCase = Callable[..., Path]
@@ -83,3 +84,31 @@ def test_shipped_ids_are_unique() -> None:
     ids = [c.test_id for path in sorted(CASES.glob("*.yaml")) for c in cells_from_file(path)]
     assert len(ids) == len(set(ids))
     assert "multiple_groups[k=1,layout=full+full]-original" in ids
+
+
+STOCK_FOLLOWS = """\
+name: s
+groups:
+  - {kind: full, block_size: 4}
+pool: 20
+requests:
+  - {id: a, prompt: 8}
+expect:
+  default: fail
+  original: stall
+  fixed: pass
+"""
+
+
+def test_stock_is_held_to_the_variant_its_release_ships(write_case: WriteCase) -> None:
+    path = write_case(STOCK_FOLLOWS)
+
+    def stock(ships: VariantName) -> CellSpec:
+        return next(c for c in cells_from_file(path, ships) if c.variant == "stock")
+
+    assert (stock("original").expected, stock("original").line) == ("stall", 9)
+    assert (stock("fixed").expected, stock("fixed").line) == ("pass", 10)
+    assert (stock("none").expected, stock("none").line) == ("fail", 8)  # expect.default
+    explicit = write_case(STOCK_FOLLOWS + "  stock: not_admitted\n", "explicit.yaml")
+    cell = next(c for c in cells_from_file(explicit, "original") if c.variant == "stock")
+    assert (cell.expected, cell.line) == ("not_admitted", 11)

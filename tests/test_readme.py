@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from matrix.adapters import installed_vllm_version, shipped_variant
 from matrix.expand import cells_from_file
 from matrix.harness import run_cell
 from matrix.verdict import expectation_met
@@ -29,6 +30,6 @@ def test_readme_example_loads(tmp_path: Path) -> None:
 def test_readme_example_runs_as_expected(adapter: Any, tmp_path: Path) -> None:
     path = tmp_path / "hybrid_swa.yaml"
     path.write_text(readme_case())
-    for cell in cells_from_file(path):
+    for cell in cells_from_file(path, shipped_variant(installed_vllm_version())):
         verdict = run_cell(adapter, cell)
         assert expectation_met(cell.expected, verdict), (cell.test_id, verdict.detail)

@@ -129,3 +129,15 @@ def test_a_range_below_the_fit_says_so() -> None:
     assert verdict.detail.endswith(
         "no pool reaches the fit, so only stalls and errors were checked"
     )
+
+
+def test_failing_pools_are_those_not_acceptable() -> None:
+    outcomes = [
+        RunOutcome(9, "not_admitted", ""),
+        RunOutcome(10, "not_admitted", ""),
+        RunOutcome(11, "stall", ""),
+        RunOutcome(12, "finished", ""),
+    ]
+    assert judge_cell(outcomes, fit=9, slack=1).failing_pools == (10, 11)
+    assert judge_cell(outcomes, fit=9).failing_pools == (9, 10, 11)
+    assert judge_cell(outcomes[-1:], fit=9).failing_pools == ()

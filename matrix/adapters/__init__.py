@@ -154,8 +154,10 @@ def nearest_release(version: str) -> str:
 
 def shipped_variant(version: str | None) -> VariantName:
     """The variant the installed release ships as its stock reservation; stock is expected to
-    behave exactly like it. Read from the version alone, without importing vLLM."""
-    return RELEASES[nearest_release(version or "0")].ships
+    behave exactly like it. Read from the version alone, without importing vLLM. Without vLLM
+    nothing runs, and the newest release's is as good as any."""
+    newest = max(RELEASES, key=_release_key)
+    return RELEASES[nearest_release(version or newest)].ships
 
 
 def release_label(version: str) -> str:

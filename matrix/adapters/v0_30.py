@@ -363,8 +363,8 @@ def init_assigns(name: str) -> bool:
     return name in Scheduler.__init__.__code__.co_names
 
 
-def accepts(function: Any, parameter: str) -> bool:
-    return parameter in inspect.signature(function).parameters
+def accepts(function: Any, *parameters: str) -> bool:
+    return set(parameters) <= set(inspect.signature(function).parameters)
 
 
 def release_mamba_modes() -> tuple[str, ...]:
@@ -385,8 +385,29 @@ SHARED_REQUIREMENTS = (
         "Scheduler(hash_block_size=...)", lambda: accepts(Scheduler.__init__, "hash_block_size")
     ),
     Requirement(
-        "KVCacheCoordinator.get_num_blocks_to_allocate(apply_admission_cap=...)",
-        lambda: accepts(KVCacheCoordinator.get_num_blocks_to_allocate, "apply_admission_cap"),
+        "KVCacheCoordinator.get_num_blocks_to_allocate(num_tokens_main_model=..., "
+        "apply_admission_cap=..., ...) (an in-flight load's remaining blocks)",
+        lambda: accepts(
+            KVCacheCoordinator.get_num_blocks_to_allocate,
+            *("request_id", "num_tokens", "new_computed_blocks", "num_encoder_tokens"),
+            *("total_computed_tokens", "num_local_computed_tokens", "num_tokens_main_model"),
+            "apply_admission_cap",
+        ),
+    ),
+    Requirement(
+        "ModelRunnerOutput(req_ids, req_id_to_index, sampled_token_ids, kv_connector_output)",
+        lambda: accepts(
+            ModelRunnerOutput,
+            *("req_ids", "req_id_to_index", "sampled_token_ids", "kv_connector_output"),
+        ),
+    ),
+    Requirement(
+        "KVConnectorOutput(finished_recving=...) (how a load reports completion)",
+        lambda: accepts(KVConnectorOutput, "finished_recving"),
+    ),
+    Requirement(
+        "Request(..., block_hasher=...)",
+        lambda: accepts(Request, "prompt_token_ids", "sampling_params", "block_hasher"),
     ),
     Requirement(
         "CacheConfig.mamba_cache_mode",
