@@ -39,7 +39,7 @@ def direct_loop(cell: CellSpec, pools: list[int]) -> list[bool]:
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, resolve_kv_cache_block_sizes
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.outputs import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
-    from vllm.v1.request import Request
+    from vllm.v1.request import Request, RequestStatus
     from vllm.v1.structured_output import StructuredOutputManager
 
     from matrix.adapters.v0_30 import kv_cache_config_for, vllm_config_for
@@ -98,7 +98,8 @@ def direct_loop(cell: CellSpec, pools: list[int]) -> list[bool]:
                 ),
             )
             just_reported, reported = report, reported | report
-            report = {r.request_id for r in scheduler.kv_holding_waiting} - reported
+            loading = RequestStatus.WAITING_FOR_REMOTE_KVS
+            report = {r for r, q in scheduler.requests.items() if q.status == loading} - reported
             if scheduler.running and spec_tokens:
                 running = [r.request_id for r in scheduler.running]
                 scheduler.update_draft_token_ids(

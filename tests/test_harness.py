@@ -142,7 +142,9 @@ def test_the_shipped_variant_reserves_what_stock_does(adapter: Any, write_case: 
         handle.step(set())
         assert [r.status for r in handle.state().requests] == [LOADING, LOADING]
         reserved[variant.name] = handle.state().reserved_blocks
-    assert reserved["stock"] == reserved[shipped.name] > 0
+    assert reserved["stock"] == reserved[shipped.name]
+    if shipped.name != "none":  # 0.30 reserves nothing here: the loads hold their prompts
+        assert reserved["stock"] > 0
 
 
 def test_stated_lookahead_is_checked_against_vllm(adapter: Any, write_case: WriteCase) -> None:
