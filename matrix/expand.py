@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from matrix.adapters import shipped_variant
 from matrix.loader import CaseFileError, LoadedDocument, Location, read_document, validate
 from matrix.schema import VARIANT_NAMES, Axis, CaseFile, Expectation, VariantName
 
@@ -164,9 +165,9 @@ def expand_document(document: LoadedDocument) -> list[Case]:
     return cases
 
 
-# What 0.32 and later ship. Whatever judges cells passes the installed release's instead
-# (adapters.shipped_variant); the default serves ids, lines and validation.
-NEWEST_SHIPPED: VariantName = "fixed"
+# What the newest known release ships. Whatever judges cells passes the installed release's
+# instead (adapters.shipped_variant); the default serves ids, lines and validation.
+NEWEST_SHIPPED: VariantName = shipped_variant(None)
 
 
 def cells_for_case(case: Case, ships: VariantName = NEWEST_SHIPPED) -> list[CellSpec]:

@@ -32,12 +32,14 @@ from matrix.report import (
     summary_table,
     write_report,
 )
-from matrix.schema import VARIANT_NAMES
+from matrix.schema import VARIANT_NAMES, VariantName
 from matrix.verdict import CellVerdict, expectation_met
 
 CELL_PROPERTY = "matrix_cell"
 cells_key = pytest.StashKey[list[Cell]]()
 adapter_key = pytest.StashKey[VersionAdapter | UnsupportedRelease]()
+# The variant the installed release ships, read once from its version (no vLLM import).
+ships_key = pytest.StashKey[VariantName]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -82,6 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if Path(path).suffix not in (".md", ".json"):
             raise pytest.UsageError(f"--matrix-report {path}: use a .md or .json file name")
     config.stash[cells_key] = []
+    config.stash[ships_key] = shipped_variant(installed_vllm_version())
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
     gpus = config.getoption("matrix_gpus") or os.environ.get("CUDA_VISIBLE_DEVICES")
     pinned = gpu_for_worker(os.environ.get("PYTEST_XDIST_WORKER"), gpus)
@@ -110,7 +113,7 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
 class CaseFileCollector(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         try:
-            cells = cells_from_file(self.path, shipped_variant(installed_vllm_version()))
+            cells = cells_from_file(self.path, self.config.stash[ships_key])
         except CaseFileError as error:
             yield InvalidCaseFile.from_parent(self, name="invalid", problem=str(error))
             return
