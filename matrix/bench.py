@@ -42,7 +42,7 @@ def direct_loop(cell: CellSpec, pools: list[int]) -> list[bool]:
     from vllm.v1.request import Request, RequestStatus
     from vllm.v1.structured_output import StructuredOutputManager
 
-    from matrix.adapters.v0_30 import kv_cache_config_for, vllm_config_for
+    from matrix.adapters.config import kv_cache_config_for, vllm_config_for
 
     case = cell.case.spec
     spec_tokens = case.speculative.num_tokens if case.speculative else 0

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from matrix.adapters import RELEASES, release_of
+from matrix.adapters import RELEASES, release_key, release_of
 from matrix.report import (
     Cell,
     Table,
@@ -23,6 +23,7 @@ from matrix.report import (
     columns_of,
     render_markdown,
     render_text,
+    row_label,
 )
 
 
@@ -70,7 +71,7 @@ def load_reports(paths: Sequence[Path]) -> dict[str, ReleaseReport]:
             )
         digest = str(data.get("matrix_digest", ""))
         reports[release] = ReleaseReport(release, version, path, cells, digest)
-    return dict(sorted(reports.items(), key=lambda item: tuple(map(int, item[0].split(".")))))
+    return dict(sorted(reports.items(), key=lambda item: release_key(item[0])))
 
 
 # --- fidelity ------------------------------------------------------------------------------
@@ -175,7 +176,7 @@ def cases_by_release(reports: dict[str, ReleaseReport]) -> Table:
     for case, cells in _stock_cells(reports).items():
         mismatch = any(not c.as_expected for c in cells.values())
         texts = [cell_text(cells[r]) if r in cells else "-" for r in reports]
-        rows.append([("! " if mismatch else "") + case, *texts])
+        rows.append([row_label(case, mismatch), *texts])
     return ["case", *reports], rows
 
 

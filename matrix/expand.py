@@ -99,8 +99,8 @@ def _path_parts(dotted: str) -> Location:
     return tuple(int(part) if part.isdigit() else part for part in dotted.split("."))
 
 
-def _assign(data: dict[str, Any], dotted: str) -> tuple[Any, str | int]:
-    """The container and key that ``dotted`` names in ``data``."""
+def _place(data: dict[str, Any], dotted: str) -> tuple[Any, str | int]:
+    """The container and key that ``dotted`` names in ``data`` (missing mappings are made)."""
     parts = _path_parts(dotted)
     node: Any = data
     for part in parts[:-1]:
@@ -118,10 +118,10 @@ def _assign(data: dict[str, Any], dotted: str) -> tuple[Any, str | int]:
 
 
 def _expectation_lines(
-    document: LoadedDocument, spec: CaseFile, moved: dict[Location, int]
+    document: LoadedDocument, axis_lines: dict[Location, int]
 ) -> tuple[tuple[str, int], ...]:
     def line(key: str) -> int | None:
-        return moved.get(("expect", key), document.lines.get(("expect", key)))
+        return axis_lines.get(("expect", key), document.lines.get(("expect", key)))
 
     default = line("default")
     found = ((variant, line(variant) or default) for variant in VARIANT_NAMES)
@@ -129,40 +129,51 @@ def _expectation_lines(
 
 
 def expand_document(document: LoadedDocument) -> list[Case]:
+    """A case file's cases: one per combination of its matrix axes (or itself without axes),
+    each validated; raises :class:`CaseFileError` at the line of what is wrong."""
     base = validate(document)
-    name_line = document.line_of(("name",))
     if not base.matrix:
-        lines = _expectation_lines(document, base, {})
-        return [Case(base.name, document.path, name_line, base, lines)]
+        lines = _expectation_lines(document, {})
+        return [Case(base.name, document.path, document.line_of(("name",)), base, lines)]
     axes = list(base.matrix.items())
-    cases = []
-    for combination in itertools.product(*(_axis_points(n, a, document) for n, a in axes)):
-        data = copy.deepcopy(document.data)
-        del data["matrix"]
-        moved: dict[Location, int] = {}
-        for (name, axis), (_, value, where) in zip(axes, combination, strict=True):
-            for path, item in axis.overlays(value).items():
-                try:
-                    container, key = _assign(data, path)
-                except KeyError:
-                    raise CaseFileError(
-                        document.path,
-                        document.line_of(where),
-                        f"matrix.{name}: no such place in the case: {path}",
-                    ) from None
-                container[key] = copy.deepcopy(item)
-                overlay_line = (*where, path) if axis.path is None else where
-                moved[_path_parts(path)] = document.line_of(overlay_line)
-        labels = ",".join(
-            f"{name}={label}" for (name, _), (label, _, _) in zip(axes, combination, strict=True)
-        )
-        try:
-            spec = validate(document, data, moved)
-        except CaseFileError as error:
-            raise CaseFileError(error.path, error.line, f"[{labels}] {error.message}") from None
-        lines = _expectation_lines(document, spec, moved)
-        cases.append(Case(f"{base.name}[{labels}]", document.path, name_line, spec, lines))
-    return cases
+    points = itertools.product(*(_axis_points(name, axis, document) for name, axis in axes))
+    return [_case_at(document, base.name, axes, combination) for combination in points]
+
+
+def _case_at(
+    document: LoadedDocument,
+    name: str,
+    axes: list[tuple[str, Axis]],
+    combination: tuple[AxisPoint, ...],
+) -> Case:
+    """The case at one combination of axis values: the file's data with each axis's places
+    set, validated, its errors placed at the axis value that set the offending place."""
+    data = copy.deepcopy(document.data)
+    del data["matrix"]
+    axis_lines: dict[Location, int] = {}  # a place an axis set -> the line of that axis value
+    for (axis_name, axis), (_, value, where) in zip(axes, combination, strict=True):
+        for path, item in axis.overlays(value).items():
+            try:
+                container, key = _place(data, path)
+            except KeyError:
+                raise CaseFileError(
+                    document.path,
+                    document.line_of(where),
+                    f"matrix.{axis_name}: no such place in the case: {path}",
+                ) from None
+            container[key] = copy.deepcopy(item)
+            overlay_line = (*where, path) if axis.path is None else where
+            axis_lines[_path_parts(path)] = document.line_of(overlay_line)
+    labels = ",".join(
+        f"{axis_name}={label}"
+        for (axis_name, _), (label, _, _) in zip(axes, combination, strict=True)
+    )
+    try:
+        spec = validate(document, data, axis_lines)
+    except CaseFileError as error:
+        raise CaseFileError(error.path, error.line, f"[{labels}] {error.message}") from None
+    lines = _expectation_lines(document, axis_lines)
+    return Case(f"{name}[{labels}]", document.path, document.line_of(("name",)), spec, lines)
 
 
 # What the newest known release ships. Whatever judges cells passes the installed release's
@@ -174,11 +185,14 @@ def cells_for_case(case: Case, ships: VariantName = NEWEST_SHIPPED) -> list[Cell
     return [CellSpec(case, variant, ships) for variant in case.spec.variants]
 
 
+CASE_SUFFIXES = (".yaml", ".yml")
+
+
 def case_files(path: Path) -> list[Path]:
     """The case files a path names: itself, or the YAML files in a directory."""
     if not path.is_dir():
         return [path]
-    return sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
+    return sorted(f for suffix in CASE_SUFFIXES for f in path.glob(f"*{suffix}"))
 
 
 def cells_from_file(path: Path, ships: VariantName = NEWEST_SHIPPED) -> list[CellSpec]:

@@ -28,6 +28,7 @@ from matrix.schema import (
     RunBound,
     RunEvent,
     StateExpectation,
+    StateName,
     StepEvent,
 )
 from matrix.variants import VARIANTS
@@ -96,10 +97,14 @@ class Scenario:
         return "finished" if self.all_finished() else "step_bound"
 
 
-def state_name(request: RequestState) -> str:
+def state_name(request: RequestState) -> StateName:
     """A request's state in the words of a step's ``expect``."""
-    if request.status in (FINISHED, RUNNING, PREEMPTED):
-        return request.status.lower()
+    if request.status == FINISHED:
+        return "finished"
+    if request.status == RUNNING:
+        return "running"
+    if request.status == PREEMPTED:
+        return "preempted"
     if request.load_reported_done:
         return "loaded"
     return "loading" if request.status == LOADING else "waiting"
@@ -152,9 +157,7 @@ def run_scenario(adapter: VersionAdapter, case: CaseFile, variant: str, pool: in
 
 
 def ample_pool(case: CaseFile) -> int:
-    sizes = [
-        case.max_model_len if g.block_size == "max_model_len" else g.block_size for g in case.groups
-    ]
+    sizes = [g.tokens_per_block(case.max_model_len) for g in case.groups]
     # A request never holds more than max_model_len tokens per group; the slack covers Mamba's
     # speculative state blocks (at most one per speculative token) and the null block.
     return sum(math.ceil(case.max_model_len / size) + 32 for size in sizes)
@@ -208,6 +211,7 @@ def pool_sizes(case: CaseFile) -> list[int]:
 
 
 def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
+    """Runs one cell at every pool size of its case and judges it against the case's fit."""
     case = cell.case.spec
     try:
         check_lookahead(adapter, case)

@@ -113,10 +113,10 @@ def describe_validation_error(
     error: ValidationError,
     document: LoadedDocument,
     data: Any,
-    moved: dict[Location, int] | None = None,
+    axis_lines: dict[Location, int] | None = None,
 ) -> CaseFileError:
-    """One line for a validation error. ``moved`` maps places of ``data`` that a matrix axis
-    wrote to the line of that axis value, so errors there point at the axis, not the base."""
+    """One line for a validation error. ``axis_lines`` maps places of ``data`` that a matrix
+    axis wrote to the line of that axis value, so errors there point at the axis, not the base."""
     problems = []
     for problem in error.errors(include_url=False):
         location = data_location(data, problem["loc"])
@@ -135,7 +135,7 @@ def describe_validation_error(
     ordered = sorted(best.items(), key=lambda item: -len(item[0]))
     location = ordered[0][0]
     line = document.line_of(location)
-    for prefix, axis_line in (moved or {}).items():
+    for prefix, axis_line in (axis_lines or {}).items():
         if location[: len(prefix)] == prefix:
             line = axis_line
     messages = [
@@ -147,14 +147,14 @@ def describe_validation_error(
 
 
 def validate(
-    document: LoadedDocument, data: Any | None = None, moved: dict[Location, int] | None = None
+    document: LoadedDocument, data: Any | None = None, axis_lines: dict[Location, int] | None = None
 ) -> CaseFile:
     """Validates ``data`` (the document's own, or an expanded copy of it) as a case."""
     payload = document.data if data is None else data
     try:
         return CaseFile.model_validate(payload)
     except ValidationError as error:
-        raise describe_validation_error(error, document, payload, moved) from None
+        raise describe_validation_error(error, document, payload, axis_lines) from None
 
 
 def load_case_file(path: Path) -> tuple[LoadedDocument, CaseFile]:

@@ -5,7 +5,6 @@ at the end. Thin hooks over pure functions; importing this module imports no tor
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,31 +12,27 @@ from typing import Any
 
 import pytest
 
-from matrix.adapters import (
-    UnsupportedRelease,
-    VersionAdapter,
-    installed_vllm_version,
-    release_label,
-    shipped_variant,
-)
-from matrix.expand import CellSpec, cells_from_file
+from matrix.adapters import VersionAdapter, installed_vllm_version, shipped_variant
+from matrix.expand import CASE_SUFFIXES, CellSpec, cells_from_file
 from matrix.loader import CaseFileError
 from matrix.report import (
     Cell,
-    RunInfo,
     case_table,
+    make_cell,
     mismatches,
     render_text,
+    run_info,
     sort_cells,
     summary_table,
     write_report,
 )
 from matrix.schema import VARIANT_NAMES, VariantName
-from matrix.verdict import CellVerdict, expectation_met
 
 CELL_PROPERTY = "matrix_cell"
 cells_key = pytest.StashKey[list[Cell]]()
-adapter_key = pytest.StashKey[VersionAdapter | UnsupportedRelease]()
+# The installed release's adapter, or one refusing every case with the reason (chosen once,
+# at the first cell, so collection never imports vLLM).
+adapter_key = pytest.StashKey[VersionAdapter]()
 # The variant the installed release ships, read once from its version (no vLLM import).
 ships_key = pytest.StashKey[VariantName]()
 
@@ -92,16 +87,30 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = pinned
 
 
+def _named_paths(config: pytest.Config) -> list[Path]:
+    return [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args]
+
+
 def _is_case_file(config: pytest.Config, path: Path) -> bool:
-    """YAML files under a ``matrix_cases`` directory, or named on the command line."""
-    if path.suffix not in (".yaml", ".yml"):
+    """YAML files named on the command line, or under a ``matrix_cases`` directory or a
+    directory named on the command line (as pytest collects test files in one)."""
+    if path.suffix not in CASE_SUFFIXES:
         return False
     resolved = path.resolve()
-    named = {
-        Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args
-    }
     roots = [Path(p).resolve() for p in config.getini("matrix_cases")]
-    return resolved in named or any(resolved.is_relative_to(root) for root in roots)
+    named = _named_paths(config)
+    return resolved in named or any(resolved.is_relative_to(r) for r in [*roots, *named])
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A named directory that gave nothing to run says why, instead of "no tests ran"."""
+    collected = [Path(item.path).resolve() for item in items]
+    for path in _named_paths(config):
+        if path.is_dir() and not any(p.is_relative_to(path) for p in collected):
+            raise pytest.UsageError(
+                f"{path}: no case files ({', '.join('*' + s for s in CASE_SUFFIXES)}) and no tests"
+            )
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
@@ -149,43 +158,13 @@ class InvalidCase(Exception):
     """A case file that does not load."""
 
 
-def _adapter(config: pytest.Config) -> VersionAdapter | UnsupportedRelease:
+def skip_reason(config: pytest.Config, spec: CellSpec) -> str | None:
+    """Why the installed vLLM cannot run this cell (a feature it lacks), or None."""
     if adapter_key not in config.stash:
-        from matrix.adapters import select_adapter
+        from matrix.adapters import adapter_or_refusal
 
-        try:
-            config.stash[adapter_key] = select_adapter()
-        except UnsupportedRelease as error:
-            config.stash[adapter_key] = error
-    return config.stash[adapter_key]
-
-
-def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
-    """A table cell from a verdict, or from the reason the cell was skipped."""
-    pinned_kind = spec.expected not in ("pass", "fail")
-    failing_pools: tuple[int, ...] = ()
-    fit = 0
-    if isinstance(outcome, str):
-        observed, kind, detail, as_expected = "skip", "skipped", outcome, True
-    else:
-        observed, kind, detail = outcome.observed, outcome.kind, outcome.detail
-        as_expected = expectation_met(spec.expected, outcome)
-        fit, failing_pools = outcome.fit, outcome.failing_pools
-    return Cell(
-        case=spec.case.case_id,
-        column=spec.case.column,
-        variant=spec.variant,
-        expected="fail" if pinned_kind else spec.expected,
-        expected_kind=spec.expected if pinned_kind else None,
-        observed=observed,
-        kind=kind,
-        detail=detail,
-        source=f"{spec.case.source.name}:{spec.line}",
-        as_expected=as_expected,
-        fit=fit,
-        failing_pools=failing_pools,
-        case_digest=spec.case.digest,
-    )
+        config.stash[adapter_key] = adapter_or_refusal()
+    return config.stash[adapter_key].unsupported(spec.case.spec)
 
 
 class CellItem(pytest.Item):
@@ -196,19 +175,13 @@ class CellItem(pytest.Item):
     def runtest(self) -> None:
         from matrix.harness import run_cell
 
-        adapter = _adapter(self.config)
-        missing = (
-            str(adapter)
-            if isinstance(adapter, UnsupportedRelease)
-            else adapter.unsupported(self.spec.case.spec)
-        )
+        missing = skip_reason(self.config, self.spec)
         if missing:
             # The cell still reaches the tables, as skipped, with the reason.
             self.user_properties.append((CELL_PROPERTY, make_cell(self.spec, missing).to_dict()))
             # Reported at the case's line (-rs), as pytest reports a skip marker.
             raise pytest.skip.Exception(missing, _use_item_location=True)
-        assert not isinstance(adapter, UnsupportedRelease)
-        verdict = run_cell(adapter, self.spec)
+        verdict = run_cell(self.config.stash[adapter_key], self.spec)
         cell = make_cell(self.spec, verdict)
         self.user_properties.append((CELL_PROPERTY, cell.to_dict()))
         if not cell.as_expected:
@@ -241,25 +214,6 @@ class CellCollector:
         for name, value in report.user_properties:
             if name == CELL_PROPERTY and isinstance(value, dict):
                 self.config.stash[cells_key].append(Cell.from_dict(value))
-
-
-def matrix_digest() -> str:
-    """Identifies the matrix code that wrote a report: reports written by different code are
-    never compared with each other."""
-    package = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-def run_info() -> RunInfo:
-    # From the version alone: under xdist the controller never imports vLLM.
-    version = installed_vllm_version()
-    if version is None:
-        return RunInfo(None, matrix_digest=matrix_digest())
-    return RunInfo(release_label(version), shipped_variant(version), matrix_digest())
 
 
 def pytest_terminal_summary(

@@ -1,4 +1,6 @@
-"""Results tables: case x variant (expected vs observed) and the upstream PR's summary shape.
+"""Results: a cell verdict becomes a :class:`Cell` record, cells become tables (case x variant,
+expected vs observed, and the upstream PR's summary shape) and reports (terminal, Markdown,
+JSON).
 
 Pure: works on :class:`Cell` records, which travel between pytest-xdist workers and the
 controller as plain dicts (``Cell.to_dict`` / ``Cell.from_dict``).
@@ -6,13 +8,20 @@ controller as plain dicts (``Cell.to_dict`` / ``Cell.from_dict``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from matrix.adapters import installed_vllm_version, release_label, shipped_variant
+from matrix.expand import CellSpec
 from matrix.schema import VARIANT_NAMES
+from matrix.verdict import CellVerdict, RunKind, expectation_met
+
+Observed = Literal["pass", "fail", "skip"]
+CellKind = Literal[RunKind, "skipped"]
 
 # The upstream PR's row names; the other variants keep their own names.
 ROW_LABELS = {
@@ -36,8 +45,8 @@ class Cell:
     variant: str
     expected: str  # "pass" or "fail"
     expected_kind: str | None  # a failure kind the case pinned, if any
-    observed: str  # "pass", "fail", or "skip" (the release cannot run it; detail says why)
-    kind: str  # "finished" or the failure kind
+    observed: Observed  # "skip": the release cannot run it; detail says why
+    kind: CellKind  # "finished", the failure kind, or "skipped"
     detail: str
     source: str
     as_expected: bool  # observed matches the case's expectation (see verdict.expectation_met)
@@ -51,6 +60,36 @@ class Cell:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Cell:
         return cls(**{**data, "failing_pools": tuple(data.get("failing_pools", ()))})
+
+
+def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
+    """A table cell from a verdict, or from the reason the cell was skipped."""
+    pinned_kind = spec.expected not in ("pass", "fail")
+    failing_pools: tuple[int, ...] = ()
+    fit = 0
+    observed: Observed
+    kind: CellKind
+    if isinstance(outcome, str):
+        observed, kind, detail, as_expected = "skip", "skipped", outcome, True
+    else:
+        observed, kind, detail = outcome.observed, outcome.kind, outcome.detail
+        as_expected = expectation_met(spec.expected, outcome)
+        fit, failing_pools = outcome.fit, outcome.failing_pools
+    return Cell(
+        case=spec.case.case_id,
+        column=spec.case.column,
+        variant=spec.variant,
+        expected="fail" if pinned_kind else spec.expected,
+        expected_kind=spec.expected if pinned_kind else None,
+        observed=observed,
+        kind=kind,
+        detail=detail,
+        source=f"{spec.case.source.name}:{spec.line}",
+        as_expected=as_expected,
+        fit=fit,
+        failing_pools=failing_pools,
+        case_digest=spec.case.digest,
+    )
 
 
 def sort_cells(cells: Iterable[Cell]) -> list[Cell]:
@@ -76,6 +115,11 @@ def cell_text(cell: Cell) -> str:
 Table = tuple[list[str], list[list[str]]]
 
 
+def row_label(case: str, mismatch: bool) -> str:
+    """A table row's first cell; ``!`` marks a row with a cell against its expectation."""
+    return f"! {case}" if mismatch else case
+
+
 def case_table(cells: Sequence[Cell]) -> Table:
     variants = _variants(cells)
     by_case: dict[str, dict[str, Cell]] = {}
@@ -85,8 +129,7 @@ def case_table(cells: Sequence[Cell]) -> Table:
     for case, row in by_case.items():
         mismatch = any(not c.as_expected for c in row.values())
         rows.append(
-            [("! " if mismatch else "") + case]
-            + [cell_text(row[v]) if v in row else "-" for v in variants]
+            [row_label(case, mismatch)] + [cell_text(row[v]) if v in row else "-" for v in variants]
         )
     return ["case", *variants], rows
 
@@ -147,7 +190,27 @@ class RunInfo:
 
     vllm_version: str | None
     ships: str | None = None  # the variant the release's stock reservation is
-    matrix_digest: str = ""  # the matrix code that wrote the report (see plugin.matrix_digest)
+    matrix_digest: str = ""  # the matrix code that wrote the report (see matrix_digest)
+
+
+def matrix_digest() -> str:
+    """Identifies the matrix code that wrote a report: reports written by different code are
+    never compared with each other."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def run_info() -> RunInfo:
+    """What the report says of the installed vLLM, from its version alone: under xdist the
+    controller never imports vLLM."""
+    version = installed_vllm_version()
+    if version is None:
+        return RunInfo(None, matrix_digest=matrix_digest())
+    return RunInfo(release_label(version), shipped_variant(version), matrix_digest())
 
 
 def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:

@@ -7,7 +7,7 @@ This module is the single source of truth for what a YAML case may say;
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -21,21 +21,25 @@ from pydantic import (
 
 SHIPPED_MODELS = Path(__file__).resolve().parent / "models"
 
+
+def model_directory(model: str) -> Path | None:
+    """A model's config directory: one shipped in ``matrix/models/``, else a path, else None."""
+    for candidate in (SHIPPED_MODELS / model, Path(model)):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
 VariantName = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
-VARIANT_NAMES: tuple[VariantName, ...] = (
-    "stock",
-    "none",
-    "original",
-    "group_count",
-    "all_groups",
-    "fixed",
-)
+VARIANT_NAMES: tuple[VariantName, ...] = get_args(VariantName)
 # How a run can fail (matrix/verdict.py says what each means). A case may pin one as the
 # expectation for a variant, to say *how* it must fail.
 FailureKind = Literal[
     "stall", "not_admitted", "preempted", "step_bound", "stuck", "expectation", "error"
 ]
 Expectation = Literal["pass", "fail", FailureKind]
+# A request's state in the words of a step's ``expect`` (see StateExpectation).
+StateName = Literal["waiting", "loading", "loaded", "running", "preempted", "finished"]
 ExpectKey = Literal["default", VariantName]
 
 
@@ -75,6 +79,10 @@ class Group(Strict):
         if self.block_size == "max_model_len" and self.kind != "mamba":
             raise ValueError("block_size 'max_model_len' is only for mamba groups")
         return self
+
+    def tokens_per_block(self, max_model_len: int) -> int:
+        """The block size in tokens (``max_model_len`` is a Mamba group's one-block size)."""
+        return max_model_len if self.block_size == "max_model_len" else self.block_size
 
 
 class Speculative(Strict):
@@ -126,11 +134,15 @@ class StateExpectation(Strict):
     preempted: list[str] = []
     finished: list[str] = []
 
-    def by_state(self) -> dict[str, list[str]]:
-        return {state: getattr(self, state) for state in type(self).model_fields}
+    def by_state(self) -> dict[StateName, list[str]]:
+        return {state: getattr(self, state) for state in get_args(StateName)}
 
     def ids(self) -> set[str]:
         return {rid for ids in self.by_state().values() for rid in ids}
+
+
+# The fields above are the states' names; a state added to one must be added to the other.
+assert tuple(StateExpectation.model_fields) == get_args(StateName)
 
 
 class StepEvent(Strict):
@@ -242,7 +254,7 @@ class CaseFile(Strict):
     @field_validator("model")
     @classmethod
     def _model_exists(cls, model: str) -> str:
-        if not (SHIPPED_MODELS / model).is_dir() and not Path(model).is_dir():
+        if model_directory(model) is None:
             shipped = ", ".join(sorted(p.name for p in SHIPPED_MODELS.iterdir() if p.is_dir()))
             raise ValueError(f"no model '{model}' (shipped: {shipped}; or give a directory)")
         return model

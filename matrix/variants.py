@@ -21,6 +21,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
 from matrix.adapters import Geometry, SchedulerHandle
+from matrix.schema import VARIANT_NAMES
 
 
 def _ceil_div(numerator: int, denominator: int) -> int:
@@ -71,30 +72,33 @@ def _per_group(g: Geometry, include_mamba: bool) -> int:
     )
 
 
-VARIANTS: dict[str, Variant] = {
-    "stock": Stock(),
-    "none": Reservation(
+BUILT_IN: tuple[Variant, ...] = (
+    Stock(),
+    Reservation(
         "none", lambda g: 0, margin_per_inflight_load=False, spec_tokens_through_coordinator=False
     ),
-    "original": Reservation(
+    Reservation(
         "original", _original, margin_per_inflight_load=True, spec_tokens_through_coordinator=False
     ),
-    "group_count": Reservation(
+    Reservation(
         "group_count",
         lambda g: _original(g) * len(g.groups),
         margin_per_inflight_load=True,
         spec_tokens_through_coordinator=False,
     ),
-    "all_groups": Reservation(
+    Reservation(
         "all_groups",
         lambda g: _per_group(g, include_mamba=True),
         margin_per_inflight_load=True,
         spec_tokens_through_coordinator=False,
     ),
-    "fixed": Reservation(
+    Reservation(
         "fixed",
         lambda g: _per_group(g, include_mamba=False),
         margin_per_inflight_load=False,
         spec_tokens_through_coordinator=True,
     ),
-}
+)
+VARIANTS: dict[str, Variant] = {variant.name: variant for variant in BUILT_IN}
+# The schema's names and these rules are one list: a variant added to one needs the other.
+assert tuple(VARIANTS) == VARIANT_NAMES

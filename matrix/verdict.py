@@ -170,6 +170,8 @@ def _pool_ranges(pools: Sequence[int]) -> str:
 
 
 def judge_cell(outcomes: Sequence[RunOutcome], fit: int, slack: int = 0) -> CellVerdict:
+    """A cell's verdict from its runs, one per pool size: pass unless some run is unacceptable
+    (see :func:`acceptable`); a failure names its kind, pools and first diagnosis."""
     fit_text = f"fit {fit}" + (f", slack {slack}" if slack else "")
     failures = [o for o in outcomes if not acceptable(o, fit, slack)]
     if not failures:

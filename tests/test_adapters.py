@@ -15,7 +15,7 @@ from matrix.adapters import (
     select_adapter,
     shipped_variant,
 )
-from tests.conftest import REPO, needs_vllm
+from tests.helpers import REPO, needs_vllm
 
 
 def test_each_release_ships_the_variant_it_introduced() -> None:

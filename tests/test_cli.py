@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from matrix.__main__ import main
-from tests.conftest import CASES, needs_vllm
+from tests.helpers import CASES, needs_vllm
 
 
 def test_validate_reports_each_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

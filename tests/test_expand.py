@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 from matrix.expand import CellSpec, cells_from_file
 from matrix.schema import VariantName
-from tests.conftest import CASES
-
-WriteCase = Callable[..., Path]
+from tests.helpers import CASES, WriteCase
 
 MULTI = """\
 name: multi

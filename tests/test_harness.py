@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +10,10 @@ from matrix.expand import cells_from_file
 from matrix.harness import run_cell, run_scenario
 from matrix.loader import load_case_file
 from matrix.verdict import classify_run
-from tests.conftest import needs_vllm
+from tests.helpers import WriteCase, needs_vllm, replaced
 
 pytestmark = needs_vllm
 
-WriteCase = Callable[..., Path]
 
 # Two groups, eagle with k=3 (N = 7): the promotion step needs 2 new blocks per group.
 # Pool 11 = the null block + 4 prompt blocks per group + 2: room for the prompt and one
@@ -65,7 +63,9 @@ def test_the_fix_refuses_instead_of_stalling(adapter: Any, write_case: WriteCase
 
 
 def test_a_step_expectation_that_fails(adapter: Any, write_case: WriteCase) -> None:
-    case = case_of(write_case(STALLING.replace("expect: {loading: [a]}", "expect: {running: [a]}")))
+    case = case_of(
+        write_case(replaced(STALLING, ("expect: {loading: [a]}", "expect: {running: [a]}")))
+    )
     outcome = classify_run(run_scenario(adapter, case, "stock", 40))
     assert outcome.kind == "expectation"
     assert outcome.diagnosis.startswith("after step 1: a is loading, expected running; pool 40")
@@ -84,7 +84,7 @@ def test_variants_never_leak_into_the_next_case(adapter: Any, write_case: WriteC
     from vllm.v1.core.sched.scheduler import Scheduler
 
     class_methods = dict(vars(Scheduler))
-    path = write_case(STALLING.replace("pool: 11", "pool: {start: 8, stop: 16}"))
+    path = write_case(replaced(STALLING, ("pool: 11", "pool: {start: 8, stop: 16}")))
     stock = next(c for c in cells_from_file(path) if c.variant == "stock")
     before = run_cell(adapter, stock)
     patched = _cells_by_variant(adapter, path)
@@ -98,9 +98,12 @@ def test_reservations_per_variant(adapter: Any, write_case: WriteCase) -> None:
     """With nothing in flight, the reservation an admission keeps free is the variant's margin."""
     from matrix.variants import VARIANTS
 
-    text = STALLING.replace(
-        "  - {kind: full, block_size: 4}\n  - {kind: full, block_size: 4}",
-        "  - {kind: full, block_size: 4}\n  - {kind: full, block_size: 8}",
+    text = replaced(
+        STALLING,
+        (
+            "  - {kind: full, block_size: 4}\n  - {kind: full, block_size: 4}",
+            "  - {kind: full, block_size: 4}\n  - {kind: full, block_size: 8}",
+        ),
     )
     case = case_of(write_case(text))
     margins = {}
@@ -124,12 +127,16 @@ def test_the_shipped_variant_reserves_what_stock_does(adapter: Any, write_case: 
     call), the variant the installed release ships reserves exactly what its stock code does."""
     from matrix.variants import VARIANTS
 
-    text = STALLING.replace(
-        "  - {kind: full, block_size: 4}\n  - {kind: full, block_size: 4}",
-        "  - {kind: full, block_size: 4}\n  - {kind: sliding_window, block_size: 8, window: 8}",
-    ).replace(
-        "  - {id: a, prompt: 16, max_tokens: 4}",
-        "  - {id: a, prompt: 16, max_tokens: 4}\n  - {id: b, prompt: 21, max_tokens: 6}",
+    text = replaced(
+        STALLING,
+        (
+            "  - {kind: full, block_size: 4}\n  - {kind: full, block_size: 4}",
+            "  - {kind: full, block_size: 4}\n  - {kind: sliding_window, block_size: 8, window: 8}",
+        ),
+        (
+            "  - {id: a, prompt: 16, max_tokens: 4}",
+            "  - {id: a, prompt: 16, max_tokens: 4}\n  - {id: b, prompt: 21, max_tokens: 6}",
+        ),
     )
     case = case_of(write_case(text))
     shipped = VARIANTS[shipped_variant(installed_vllm_version())]
@@ -148,8 +155,12 @@ def test_the_shipped_variant_reserves_what_stock_does(adapter: Any, write_case: 
 
 
 def test_stated_lookahead_is_checked_against_vllm(adapter: Any, write_case: WriteCase) -> None:
-    right = write_case(STALLING.replace("num_tokens: 3}", "num_tokens: 3, lookahead: 3}"), "a.yaml")
-    wrong = write_case(STALLING.replace("num_tokens: 3}", "num_tokens: 3, lookahead: 0}"), "b.yaml")
+    right = write_case(
+        replaced(STALLING, ("num_tokens: 3}", "num_tokens: 3, lookahead: 3}")), "a.yaml"
+    )
+    wrong = write_case(
+        replaced(STALLING, ("num_tokens: 3}", "num_tokens: 3, lookahead: 0}")), "b.yaml"
+    )
     fixed_right = next(c for c in cells_from_file(right) if c.variant == "fixed")
     fixed_wrong = next(c for c in cells_from_file(wrong) if c.variant == "fixed")
     assert run_cell(adapter, fixed_right).kind != "error"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from matrix.expand import cells_from_file
 from matrix.loader import CaseFileError
+from tests.helpers import CASES, WriteCase, replaced
 
 GOOD = """\
 name: demo
@@ -19,8 +19,6 @@ pool: 12
 requests:
   - {id: a, prompt: 16}
 """
-
-WriteCase = Callable[..., Path]
 
 
 def problem(path: Path) -> CaseFileError:
@@ -51,9 +49,12 @@ def test_unknown_key_names_its_line(write_case: WriteCase) -> None:
 
 
 def test_nested_error_points_at_the_item(write_case: WriteCase) -> None:
-    text = GOOD.replace(
-        "  - {kind: full, block_size: 4}",
-        "  - {kind: full, block_size: 4}\n  - {kind: sliding_window, block_size: 4}",
+    text = replaced(
+        GOOD,
+        (
+            "  - {kind: full, block_size: 4}",
+            "  - {kind: full, block_size: 4}\n  - {kind: sliding_window, block_size: 4}",
+        ),
     )
     error = problem(write_case(text))
     assert error.line == 4
@@ -61,13 +62,13 @@ def test_nested_error_points_at_the_item(write_case: WriteCase) -> None:
 
 
 def test_wrong_type_in_request(write_case: WriteCase) -> None:
-    error = problem(write_case(GOOD.replace("prompt: 16", "prompt: lots")))
+    error = problem(write_case(replaced(GOOD, ("prompt: 16", "prompt: lots"))))
     assert error.line == 7
     assert "requests.0.prompt" in error.message
 
 
 def test_invalid_yaml(write_case: WriteCase) -> None:
-    error = problem(write_case(GOOD.replace("pool: 12", "pool: [12")))
+    error = problem(write_case(replaced(GOOD, ("pool: 12", "pool: [12"))))
     assert error.line >= 5
     assert "invalid YAML" in error.message
 
@@ -99,7 +100,7 @@ def test_axis_value_error_names_the_point(write_case: WriteCase) -> None:
 
 
 def test_sweep_bounds_checked(write_case: WriteCase) -> None:
-    error = problem(write_case(GOOD.replace("pool: 12", "pool: {start: 20, stop: 10}")))
+    error = problem(write_case(replaced(GOOD, ("pool: 12", "pool: {start: 20, stop: 10}"))))
     assert error.line == 5
     assert error.message == "pool: stop (10) is below start (20)"  # not the int alternative
 
@@ -109,8 +110,6 @@ def test_empty_file(write_case: WriteCase) -> None:
 
 
 def test_shipped_cases_all_load() -> None:
-    from tests.conftest import CASES
-
     for path in sorted(CASES.glob("*.yaml")):
         assert cells_from_file(path)
 
@@ -122,10 +121,11 @@ def test_run_must_be_the_last_event(write_case: WriteCase) -> None:
 
 
 def test_numbers_are_not_coerced(write_case: WriteCase) -> None:
-    error = problem(write_case(GOOD.replace("prompt: 16", 'prompt: "16"')))
+    error = problem(write_case(replaced(GOOD, ("prompt: 16", 'prompt: "16"'))))
     assert error.line == 7 and "valid integer" in error.message
     assert (
-        "valid integer" in problem(write_case(GOOD.replace("prompt: 16", "prompt: true"))).message
+        "valid integer"
+        in problem(write_case(replaced(GOOD, ("prompt: 16", "prompt: true")))).message
     )
 
 
@@ -152,23 +152,31 @@ def test_axis_value_error_points_at_the_axis_value(write_case: WriteCase) -> Non
 
 
 def test_yaml_anchors_and_merge_keys(write_case: WriteCase) -> None:
-    text = GOOD.replace(
-        "groups:\n  - {kind: full, block_size: 4}",
-        "base: &full {kind: full}\ngroups:\n  - {<<: *full, block_size: 4}",
+    text = replaced(
+        GOOD,
+        (
+            "groups:\n  - {kind: full, block_size: 4}",
+            "base: &full {kind: full}\ngroups:\n  - {<<: *full, block_size: 4}",
+        ),
     )
     error = problem(write_case(text))  # the anchor's own key is still an unknown key
     assert error.line == 2 and "base" in error.message
-    merged = text.replace("base: &full {kind: full}\n", "").replace(
-        "  - {<<: *full, block_size: 4}", "  - &g {kind: full, block_size: 4}\n  - {<<: *g}"
+    merged = replaced(
+        text,
+        ("base: &full {kind: full}\n", ""),
+        ("  - {<<: *full, block_size: 4}", "  - &g {kind: full, block_size: 4}\n  - {<<: *g}"),
     )
     assert len(cells_from_file(write_case(merged, "merged.yaml"))) == 6
 
 
 def test_mixed_mamba_modes_rejected(write_case: WriteCase) -> None:
-    text = GOOD.replace(
-        "  - {kind: full, block_size: 4}",
-        "  - {kind: mamba, block_size: 4, mamba_mode: align}\n"
-        "  - {kind: mamba, block_size: 4, mamba_mode: none}",
+    text = replaced(
+        GOOD,
+        (
+            "  - {kind: full, block_size: 4}",
+            "  - {kind: mamba, block_size: 4, mamba_mode: align}\n"
+            "  - {kind: mamba, block_size: 4, mamba_mode: none}",
+        ),
     )
     error = problem(write_case(text))
     assert error.line == 4
@@ -179,7 +187,7 @@ def test_cross_field_rules_name_the_item(write_case: WriteCase) -> None:
     two = GOOD + "  - {id: a, prompt: 8}\n"
     error = problem(write_case(two))
     assert (error.line, error.message) == (8, "requests.1.id: request id 'a' repeats")
-    error = problem(write_case(GOOD.replace("prompt: 16", "prompt: 1022")))
+    error = problem(write_case(replaced(GOOD, ("prompt: 16", "prompt: 1022"))))
     assert error.line == 7
     assert error.message == "requests.0: prompt + max_tokens (1026) exceeds max_model_len (1024)"
 
@@ -191,7 +199,7 @@ def test_model_must_exist(write_case: WriteCase) -> None:
 
 
 def test_every_problem_in_one_line(write_case: WriteCase) -> None:
-    text = GOOD.replace("prompt: 16", "prompt: 0").replace("pool: 12", "pool: 1")
+    text = replaced(GOOD, ("prompt: 16", "prompt: 0"), ("pool: 12", "pool: 1"))
     error = problem(write_case(text))
     assert error.line == 7  # the deepest problem first
     assert error.message == (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CASES, needs_vllm
+from tests.helpers import CASES, needs_vllm, replaced
 
 pytestmark = needs_vllm
 
@@ -66,7 +66,7 @@ def test_k_and_m_select_cells(project: pytest.Pytester) -> None:
 def test_a_wrong_expectation_fails_the_run(project: pytest.Pytester) -> None:
     # group_count: no release ships it, so stock is not held to this expectation too.
     (project.path / "cases" / "small.yaml").write_text(
-        SMALL.replace("original: fail", "original: fail, group_count: fail")
+        replaced(SMALL, ("original: fail", "original: fail, group_count: fail"))
     )
     result = project.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=5, failed=1)
@@ -79,7 +79,9 @@ def test_a_wrong_expectation_fails_the_run(project: pytest.Pytester) -> None:
 
 
 def test_invalid_file_is_one_line_and_others_still_run(project: pytest.Pytester) -> None:
-    (project.path / "cases" / "broken.yaml").write_text(SMALL.replace("prompt: 16", "prompt: -1"))
+    (project.path / "cases" / "broken.yaml").write_text(
+        replaced(SMALL, ("prompt: 16", "prompt: -1"))
+    )
     result = project.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=6, failed=1)
     result.stdout.fnmatch_lines(
@@ -90,7 +92,7 @@ def test_invalid_file_is_one_line_and_others_still_run(project: pytest.Pytester)
 
 def test_last_failed_reruns_only_the_failure(project: pytest.Pytester) -> None:
     (project.path / "cases" / "small.yaml").write_text(
-        SMALL.replace("original: fail", "original: fail, group_count: fail")
+        replaced(SMALL, ("original: fail", "original: fail, group_count: fail"))
     )
     project.runpytest_subprocess().assert_outcomes(passed=5, failed=1)
     project.runpytest_subprocess("--lf").assert_outcomes(
@@ -179,3 +181,23 @@ def test_a_case_file_named_on_the_command_line(pytester: pytest.Pytester) -> Non
     (pytester.path / "elsewhere" / "other.yaml").write_text("not: a case\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "elsewhere/mine.yaml")
     result.assert_outcomes(passed=6)
+
+
+def test_a_directory_named_on_the_command_line(pytester: pytest.Pytester) -> None:
+    """A folder of case files outside matrix_cases runs when named, as pytest collects the
+    test files of a named folder."""
+    (pytester.path / "mine" / "deeper").mkdir(parents=True)
+    (pytester.path / "mine" / "deeper" / "small.yaml").write_text(SMALL)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "mine", "--matrix-report=x.json"
+    )
+    result.assert_outcomes(passed=6)
+    assert len(json.loads((pytester.path / "x.json").read_text())["cells"]) == 6
+
+
+def test_a_named_directory_without_case_files_says_so(pytester: pytest.Pytester) -> None:
+    (pytester.path / "empty").mkdir()
+    (pytester.path / "empty" / "notes.txt").write_text("nothing to run\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "empty")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*empty: no case files (*.yaml, *.yml) and no tests"])

@@ -9,7 +9,7 @@ from matrix.adapters import installed_vllm_version, shipped_variant
 from matrix.expand import cells_from_file
 from matrix.harness import run_cell
 from matrix.verdict import expectation_met
-from tests.conftest import REPO, needs_vllm
+from tests.helpers import REPO, needs_vllm
 
 
 def readme_case() -> str:

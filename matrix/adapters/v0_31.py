@@ -13,12 +13,9 @@ from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters import Requirement
-from matrix.adapters.v0_30 import (
-    SHARED_REQUIREMENTS,
-    Vllm030,
-    Vllm030Handle,
-    accepts,
-)
+from matrix.adapters.handle import Handle
+from matrix.adapters.probe import SHARED_REQUIREMENTS, accepts
+from matrix.adapters.v0_30 import Vllm030, Vllm030Handle
 
 
 class Vllm031Handle(Vllm030Handle):
@@ -39,7 +36,7 @@ PREFILL_END = Requirement(
 
 
 class Vllm031(Vllm030):
-    handle_type: ClassVar[type[Vllm030Handle]] = Vllm031Handle
+    handle_type: ClassVar[type[Handle]] = Vllm031Handle
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,
         PREFILL_END,

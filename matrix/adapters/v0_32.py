@@ -12,7 +12,8 @@ from typing import ClassVar
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters import Requirement
-from matrix.adapters.v0_30 import SHARED_REQUIREMENTS, Vllm030Handle, init_assigns
+from matrix.adapters.handle import Handle
+from matrix.adapters.probe import SHARED_REQUIREMENTS, init_assigns
 from matrix.adapters.v0_31 import PREFILL_END, Vllm031, Vllm031Handle
 
 
@@ -25,7 +26,7 @@ class Vllm032Handle(Vllm031Handle):
 
 
 class Vllm032(Vllm031):
-    handle_type: ClassVar[type[Vllm030Handle]] = Vllm032Handle
+    handle_type: ClassVar[type[Handle]] = Vllm032Handle
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,
         PREFILL_END,

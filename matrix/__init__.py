@@ -1,0 +1,16 @@
+"""matrix: vLLM's async-KV-load block reservations, tested case x variant on the real scheduler.
+
+Read top-down, each module one role:
+
+1. ``schema``: what a YAML case may say (pydantic); ``loader``: YAML with line numbers.
+2. ``expand``: a case file's matrix axes x variants -> cells with stable ids (pure).
+3. ``adapters``: every vLLM release difference; ``select_adapter`` picks one, its ``config``
+   builds the engine's configs, its ``handle`` steps one real scheduler.
+4. ``harness``: ``run_cell`` plays a case's events at each pool size; ``variants``: the six
+   reservation rules, each installed on one scheduler instance.
+5. ``verdict``: ``judge_cell`` turns per-step snapshots into pass/fail with a diagnosis (pure).
+6. ``report``: cells -> tables and Markdown/JSON reports; ``crossversion``: across releases.
+7. ``plugin``: the pytest hooks; ``__main__``: ``python -m matrix run|validate|...``.
+
+Importing this package, ``schema``, ``expand``, ``report`` or ``plugin`` imports no vLLM.
+"""

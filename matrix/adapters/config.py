@@ -1,0 +1,138 @@
+"""A case -> the configs a real engine would hand its scheduler: ``VllmConfig`` (model,
+scheduler, cache, speculative decoding, the NIXL connector) and ``KVCacheConfig`` (the KV cache
+groups and the pool). The scheduler only counts blocks, so no tensors are allocated.
+
+Per-layer specs derived from a model's numbers (the models work) belong beside
+:func:`group_spec`, which turns one case group into vLLM's spec class.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from vllm.config import (
+    CacheConfig,
+    DeviceConfig,
+    KVTransferConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+    VllmConfig,
+)
+from vllm.v1.kv_cache_interface import (
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheSpec,
+    MambaSpec,
+    SlidingWindowSpec,
+)
+
+from matrix.schema import CaseFile, Group, model_directory
+
+
+def group_spec(group: Group, max_model_len: int, spec_tokens: int) -> KVCacheSpec:
+    """One case group as vLLM's spec (tiny heads: only block counts matter)."""
+    block_size = group.tokens_per_block(max_model_len)
+    attention = {"num_kv_heads": 2, "head_size": 16, "dtype": torch.float32}
+    if group.kind == "full":
+        return FullAttentionSpec(block_size=block_size, **attention)
+    if group.kind == "sliding_window":
+        return SlidingWindowSpec(block_size=block_size, sliding_window=group.window, **attention)
+    return MambaSpec(
+        block_size=block_size,
+        shapes=((16,),),
+        dtypes=(torch.float32,),
+        mamba_cache_mode=group.mamba_mode,
+        num_speculative_blocks=spec_tokens,
+    )
+
+
+def _cache_block_size(case: CaseFile) -> int:
+    sizes = [
+        g.block_size for g in case.groups if g.kind != "mamba" and isinstance(g.block_size, int)
+    ]
+    return min(sizes) if sizes else case.max_model_len
+
+
+def _prefix_caching(case: CaseFile) -> bool:
+    # A Mamba group in mode "none" runs with prefix caching off in real engines (0.33 asserts
+    # it); the same set-up on every release keeps the releases comparable.
+    return not any(g.kind == "mamba" and g.mamba_mode == "none" for g in case.groups)
+
+
+_configs: dict[str, VllmConfig] = {}
+
+
+def vllm_config_for(case: CaseFile, pool: int) -> VllmConfig:
+    """Cases differing only in pool size, requests or events share one config: building it is
+    most of a scheduler's set-up cost, and the scheduler only reads it."""
+    key = case.model_dump_json(include={"model", "max_model_len", "groups", "speculative"})
+    config = _configs.get(key)
+    if config is None:
+        config = _configs[key] = build_vllm_config(case)
+    config.cache_config.num_gpu_blocks = pool
+    return config
+
+
+def build_vllm_config(case: CaseFile) -> VllmConfig:
+    """The engine configuration for a case, built by vLLM's own config classes on a CPU."""
+    model_dir = str(model_directory(case.model))
+    model = ModelConfig(
+        model=model_dir, skip_tokenizer_init=True, max_model_len=case.max_model_len, dtype="float32"
+    )
+    scheduler = SchedulerConfig(
+        max_num_seqs=16,
+        max_num_batched_tokens=max(2048, case.max_model_len),
+        max_model_len=case.max_model_len,
+        is_encoder_decoder=False,
+        async_scheduling=False,
+    )
+    mamba_modes = {g.mamba_mode for g in case.groups if g.kind == "mamba"}
+    cache = CacheConfig(
+        block_size=_cache_block_size(case), enable_prefix_caching=_prefix_caching(case)
+    )
+    if mamba_modes:
+        cache.mamba_cache_mode = mamba_modes.pop()
+    speculative = None
+    if case.speculative is not None:
+        options: dict[str, Any] = {}
+        if case.speculative.method == "ngram":
+            options = {"prompt_lookup_min": 1, "prompt_lookup_max": 4}
+        else:
+            options = {"model": model_dir}
+        speculative = SpeculativeConfig(
+            method=case.speculative.method,
+            num_speculative_tokens=case.speculative.num_tokens,
+            target_model_config=model,
+            target_parallel_config=ParallelConfig(),
+            **options,
+        )
+    config = VllmConfig(
+        model_config=model,
+        scheduler_config=scheduler,
+        cache_config=cache,
+        kv_transfer_config=KVTransferConfig(kv_connector="NixlConnector", kv_role="kv_consumer"),
+        device_config=DeviceConfig("cpu"),
+        speculative_config=speculative,
+    )
+    # Without a GPU the platform turns the hybrid manager off; a real engine would have it on.
+    config.scheduler_config.disable_hybrid_kv_cache_manager = False
+    return config
+
+
+def kv_cache_config_for(case: CaseFile, pool: int) -> KVCacheConfig:
+    """The KV cache layout the engine would hand the scheduler: one group per case group, and
+    no tensors (the scheduler only counts blocks)."""
+    # Real engines give a Mamba group one extra state block per speculative token.
+    spec_tokens = case.speculative.num_tokens if case.speculative else 0
+    return KVCacheConfig(
+        num_blocks=pool,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec([f"layer.{index}"], group_spec(g, case.max_model_len, spec_tokens))
+            for index, g in enumerate(case.groups)
+        ],
+    )

@@ -1,0 +1,221 @@
+"""One real scheduler for one case and pool size, driven as an engine would: requests added
+with NIXL's remote-prefill parameters, each step's model output simulated (a token sampled,
+every draft accepted), loads reported done through the connector output.
+
+:class:`Handle` is what every release shares; the hooks at its end are what releases changed,
+and each release's module (``v0_30`` ...) implements them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm.sampling_params import SamplingParams
+from vllm.utils.hashing import sha256
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, resolve_kv_cache_block_sizes
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.kv_cache_interface import MambaSpec
+from vllm.v1.outputs import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
+from vllm.v1.request import Request, RequestStatus
+from vllm.v1.structured_output import StructuredOutputManager
+
+from matrix.adapters.config import kv_cache_config_for, vllm_config_for
+from matrix.adapters.protocol import (
+    FINISHED,
+    LOADING,
+    PREEMPTED,
+    RUNNING,
+    WAITING,
+    Geometry,
+    GroupGeometry,
+    RequestState,
+    SchedulerState,
+    Status,
+    StepOutcome,
+)
+from matrix.schema import CaseFile, RequestSpec
+
+SAMPLED_TOKEN = 7
+DRAFT_TOKEN = 11
+
+
+def status_of(status: RequestStatus) -> Status:
+    """vLLM's status in the verdict's words (see ``protocol.Status``)."""
+    if RequestStatus.is_finished(status):
+        return FINISHED
+    name = status.name
+    if name in (LOADING, RUNNING, PREEMPTED):
+        return name  # type: ignore[no-any-return]
+    return WAITING
+
+
+class Handle:
+    def __init__(self, case: CaseFile, pool: int) -> None:
+        config = vllm_config_for(case, pool)
+        kv_cache_config = kv_cache_config_for(case, pool)
+        block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, config)
+        self.scheduler: Any = Scheduler(
+            config,
+            kv_cache_config,
+            StructuredOutputManager(config),
+            block_size=block_size,
+            hash_block_size=hash_block_size,
+            log_stats=False,
+        )
+        self._block_hasher = get_request_block_hasher(hash_block_size, sha256)
+        self._known: list[str] = []
+        self._reported_done: set[str] = set()
+
+    def geometry(self) -> Geometry:
+        scheduler = self.scheduler
+        spec_tokens, lookahead = scheduler.num_spec_tokens, scheduler.num_lookahead_tokens
+        managers = scheduler.kv_cache_manager.coordinator.single_type_managers
+        return Geometry(
+            spec_step_tokens=1 + spec_tokens + lookahead if spec_tokens else 0,
+            scheduler_block_size=scheduler.block_size,
+            groups=tuple(
+                GroupGeometry(m.block_size, isinstance(m.kv_cache_spec, MambaSpec))
+                for m in managers
+            ),
+            num_lookahead_tokens=lookahead,
+        )
+
+    def add_request(self, spec: RequestSpec) -> None:
+        params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True)
+        if spec.async_load:
+            params.extra_args = {
+                "kv_transfer_params": {
+                    "do_remote_prefill": True,
+                    "do_remote_decode": False,
+                    "remote_engine_id": "prefill-0",
+                    "remote_request_id": spec.id,
+                    "remote_block_ids": list(range(spec.prompt)),
+                    "remote_host": "127.0.0.1",
+                    "remote_port": 1,
+                }
+            }
+        # Distinct prompts per request so prefix caching cannot share blocks between them.
+        seed = sum(map(ord, spec.id))
+        prompt = [(seed * 31 + index * 17) % 1000 + 1 for index in range(spec.prompt)]
+        self.scheduler.add_request(
+            Request(
+                request_id=spec.id,
+                prompt_token_ids=prompt,
+                sampling_params=params,
+                pooling_params=None,
+                block_hasher=self._block_hasher,
+            )
+        )
+        self._known.append(spec.id)
+
+    def step(self, finished_loads: set[str]) -> StepOutcome:
+        scheduler = self.scheduler
+        output = scheduler.schedule()
+        free_while_running = scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
+        request_ids = list(output.num_scheduled_tokens)
+        sampled = []
+        for request_id in request_ids:
+            request = scheduler.requests[request_id]
+            drafts = len(output.scheduled_spec_decode_tokens.get(request_id, ()))
+            reaches_end = (
+                request.num_computed_tokens + output.num_scheduled_tokens[request_id]
+                >= request.num_tokens
+            )
+            # The simulated model accepts every draft: the fastest growth a request can have.
+            sampled.append([SAMPLED_TOKEN] * (1 + drafts) if reaches_end else [])
+        connector_output = (
+            KVConnectorOutput(finished_recving=set(finished_loads)) if finished_loads else None
+        )
+        model_output = ModelRunnerOutput(
+            req_ids=request_ids,
+            req_id_to_index={r: i for i, r in enumerate(request_ids)},
+            sampled_token_ids=sampled,
+            kv_connector_output=connector_output,
+        )
+        self._reported_done |= finished_loads
+        scheduler.update_from_output(output, model_output)
+        if scheduler.num_spec_tokens:
+            running = [r.request_id for r in scheduler.running]
+            if running:
+                scheduler.update_draft_token_ids(
+                    DraftTokenIds(
+                        running, [[DRAFT_TOKEN] * scheduler.num_spec_tokens for _ in running]
+                    )
+                )
+        return StepOutcome(dict(output.num_scheduled_tokens), free_while_running)
+
+    def state(self) -> SchedulerState:
+        scheduler = self.scheduler
+        requests = []
+        for request_id in self._known:
+            reported = request_id in self._reported_done
+            request = scheduler.requests.get(request_id)
+            if request is None:  # finished requests leave the scheduler
+                requests.append(RequestState(request_id, FINISHED, 0, reported, 0))
+                continue
+            requests.append(
+                RequestState(
+                    request_id,
+                    status_of(request.status),
+                    request.num_computed_tokens,
+                    reported,
+                    request.num_preemptions,
+                )
+            )
+        return SchedulerState(
+            tuple(requests),
+            scheduler.kv_cache_manager.block_pool.get_num_free_blocks(),
+            scheduler._inflight_prefill_reserved_blocks() + self.stock_margin(),
+        )
+
+    def remaining_blocks(self, request: Any, spec_tokens_through_coordinator: bool) -> int:
+        """Blocks an in-flight load still needs to hold its whole sequence; with
+        ``spec_tokens_through_coordinator``, also its first speculative step (0.32's rule)."""
+        scheduler = self.scheduler
+        full = min(request.num_tokens, scheduler.max_model_len)
+        num_tokens = full
+        if spec_tokens_through_coordinator and scheduler.num_spec_tokens:
+            num_tokens += 1 + scheduler.num_spec_tokens + scheduler.num_lookahead_tokens
+        manager = scheduler.kv_cache_manager
+        blocks: int = manager.coordinator.get_num_blocks_to_allocate(
+            request_id=request.request_id,
+            num_tokens=num_tokens,
+            new_computed_blocks=manager.empty_kv_cache_blocks.blocks,
+            num_encoder_tokens=0,
+            total_computed_tokens=request.num_computed_tokens,
+            num_local_computed_tokens=request.num_computed_tokens,
+            num_tokens_main_model=full,
+            apply_admission_cap=True,
+            **self.coordinator_options(request),
+        )
+        return blocks
+
+    def install_reservation(
+        self, admission_margin: int, per_request_margin: int, spec_tokens_through_coordinator: bool
+    ) -> None:
+        scheduler = self.scheduler
+
+        def reserved_for_inflight_loads() -> int:
+            inflight = sum(
+                self.remaining_blocks(request, spec_tokens_through_coordinator) + per_request_margin
+                for request in scheduler._inflight_prefills
+            )
+            return inflight + admission_margin
+
+        # Instance attributes shadow the class's, so only this scheduler sees the variant.
+        self.drop_stock_margin()
+        scheduler._inflight_prefill_reserved_blocks = reserved_for_inflight_loads
+
+    # What releases changed; each release's module implements these.
+
+    def stock_margin(self) -> int:
+        """Blocks the stock admission keeps free for the admitting request's speculative step."""
+        raise NotImplementedError
+
+    def drop_stock_margin(self) -> None:
+        """Turn the stock margin off on this instance, so a variant's own margin replaces it."""
+        raise NotImplementedError
+
+    def coordinator_options(self, request: Any) -> dict[str, Any]:
+        """Release-specific arguments of ``get_num_blocks_to_allocate``."""
+        raise NotImplementedError

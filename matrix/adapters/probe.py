@@ -1,0 +1,83 @@
+"""How an adapter checks what it drives exists in the installed vLLM (see ``Requirement``),
+and the requirements every release shares."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from typing import Any
+
+from vllm.config import CacheConfig
+from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
+from vllm.v1.request import Request, RequestStatus
+
+from matrix.adapters import Requirement
+from matrix.adapters.protocol import LOADING
+
+
+def init_assigns(name: str) -> bool:
+    """``Scheduler.__init__`` sets ``self.<name>`` (the names its code object uses)."""
+    return name in Scheduler.__init__.__code__.co_names
+
+
+def accepts(function: Any, *parameters: str) -> bool:
+    return set(parameters) <= set(inspect.signature(function).parameters)
+
+
+def release_mamba_modes() -> tuple[str, ...]:
+    field = CacheConfig.__dataclass_fields__["mamba_cache_mode"]
+    return typing.get_args(field.type) or ("none", "align")
+
+
+SHARED_REQUIREMENTS = (
+    Requirement(
+        "Scheduler._inflight_prefill_reserved_blocks (the async-load reservation variants replace)",
+        lambda: callable(getattr(Scheduler, "_inflight_prefill_reserved_blocks", None)),
+    ),
+    Requirement(
+        "Scheduler._inflight_prefills (the set of in-flight async loads)",
+        lambda: init_assigns("_inflight_prefills"),
+    ),
+    Requirement(
+        "Scheduler(hash_block_size=...)", lambda: accepts(Scheduler.__init__, "hash_block_size")
+    ),
+    Requirement(
+        "KVCacheCoordinator.get_num_blocks_to_allocate(num_tokens_main_model=..., "
+        "apply_admission_cap=..., ...) (an in-flight load's remaining blocks)",
+        lambda: accepts(
+            KVCacheCoordinator.get_num_blocks_to_allocate,
+            *("request_id", "num_tokens", "new_computed_blocks", "num_encoder_tokens"),
+            *("total_computed_tokens", "num_local_computed_tokens", "num_tokens_main_model"),
+            "apply_admission_cap",
+        ),
+    ),
+    Requirement(
+        "ModelRunnerOutput(req_ids, req_id_to_index, sampled_token_ids, kv_connector_output)",
+        lambda: accepts(
+            ModelRunnerOutput,
+            *("req_ids", "req_id_to_index", "sampled_token_ids", "kv_connector_output"),
+        ),
+    ),
+    Requirement(
+        "KVConnectorOutput(finished_recving=...) (how a load reports completion)",
+        lambda: accepts(KVConnectorOutput, "finished_recving"),
+    ),
+    Requirement(
+        "Request(..., block_hasher=...)",
+        lambda: accepts(Request, "prompt_token_ids", "sampling_params", "block_hasher"),
+    ),
+    Requirement(
+        "CacheConfig.mamba_cache_mode",
+        lambda: "mamba_cache_mode" in CacheConfig.__dataclass_fields__,
+    ),
+    Requirement(
+        "RequestStatus.WAITING_FOR_REMOTE_KVS (a request whose KV is loading)",
+        lambda: hasattr(RequestStatus, LOADING),
+    ),
+    Requirement(
+        "Scheduler.update_draft_token_ids (the drafts a step proposes)",
+        lambda: callable(getattr(Scheduler, "update_draft_token_ids", None)),
+    ),
+)

@@ -1,0 +1,111 @@
+"""What the harness and the variants know of a scheduler: two small protocols and the plain
+data they exchange. No vLLM here: the verdict and report work on these records alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from matrix.schema import CaseFile, RequestSpec
+
+# A request's status in vLLM's RequestStatus names, narrowed to what the verdict reasons about:
+# every finished status (and a request the scheduler already dropped) is FINISHED, and every
+# other waiting status is WAITING.
+WAITING: Literal["WAITING"] = "WAITING"
+LOADING: Literal["WAITING_FOR_REMOTE_KVS"] = "WAITING_FOR_REMOTE_KVS"
+RUNNING: Literal["RUNNING"] = "RUNNING"
+PREEMPTED: Literal["PREEMPTED"] = "PREEMPTED"
+FINISHED: Literal["FINISHED"] = "FINISHED"
+Status = Literal["WAITING", "WAITING_FOR_REMOTE_KVS", "RUNNING", "PREEMPTED", "FINISHED"]
+
+
+class UnsupportedRelease(Exception):
+    """The installed vLLM cannot run the matrix; the message names what is missing."""
+
+
+@dataclass(frozen=True)
+class GroupGeometry:
+    block_size: int
+    is_mamba: bool
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What a reservation rule needs to know about one scheduler instance."""
+
+    spec_step_tokens: int  # 1 + num_spec_tokens + num_lookahead_tokens, or 0 without spec decode
+    scheduler_block_size: int
+    groups: tuple[GroupGeometry, ...]
+    num_lookahead_tokens: int
+
+
+@dataclass(frozen=True)
+class RequestState:
+    """A request as the scheduler holds it."""
+
+    request_id: str
+    status: Status
+    num_computed_tokens: int
+    load_reported_done: bool  # the connector output reported its load finished
+    num_preemptions: int
+
+
+@dataclass(frozen=True)
+class SchedulerState:
+    requests: tuple[RequestState, ...]
+    free_blocks: int
+    reserved_blocks: int  # what an async-load admission would keep free right now
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    scheduled_tokens: dict[str, int]
+    # Free blocks between schedule() and the model output: a request that finishes in this
+    # step frees its blocks before the step ends, so this is where usage peaks.
+    free_blocks_while_running: int
+
+
+class SchedulerHandle(Protocol):
+    """One real vLLM scheduler built for one case and pool size."""
+
+    def geometry(self) -> Geometry: ...
+
+    def add_request(self, spec: RequestSpec) -> None: ...
+
+    def step(self, finished_loads: set[str]) -> StepOutcome: ...
+
+    def state(self) -> SchedulerState: ...
+
+    def install_reservation(
+        self, admission_margin: int, per_request_margin: int, spec_tokens_through_coordinator: bool
+    ) -> None:
+        """Replace this instance's async-load reservation (never the class's)."""
+        ...
+
+
+class VersionAdapter(Protocol):
+    @property
+    def release(self) -> str:
+        """The installed vLLM version, and the adapter driving it when it is not known."""
+        ...
+
+    def build(self, case: CaseFile, pool: int) -> SchedulerHandle: ...
+
+    def unsupported(self, case: CaseFile) -> str | None:
+        """Why this release cannot run ``case`` (a feature it lacks), or None."""
+        ...
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The adapter for a vLLM that cannot run the matrix at all: every case is unsupported,
+    for the same reason, so callers ask one question (``unsupported``) whatever was installed."""
+
+    reason: str
+    release: str = "unsupported"
+
+    def build(self, case: CaseFile, pool: int) -> SchedulerHandle:
+        raise UnsupportedRelease(self.reason)
+
+    def unsupported(self, case: CaseFile) -> str | None:
+        return self.reason

@@ -1,0 +1,29 @@
+"""What the test modules share: paths, the vLLM marker, and text helpers that fail loudly."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CASES = REPO / "cases"
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason="vLLM is not installed (use tox -e tests)")
+
+
+class WriteCase(Protocol):
+    """The ``write_case`` fixture: writes ``text`` to a file in the test's folder."""
+
+    def __call__(self, text: str, name: str = "case.yaml") -> Path: ...
+
+
+def replaced(text: str, *pairs: tuple[str, str]) -> str:
+    """``text`` with each ``(old, new)`` replaced; fails when ``old`` is absent, so a changed
+    fixture cannot make a test silently test nothing."""
+    for old, new in pairs:
+        assert old in text, f"{old!r} is not in the text to change"
+        text = text.replace(old, new)
+    return text
