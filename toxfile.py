@@ -59,10 +59,6 @@ def pip_sources() -> dict[str, str]:
     for option, (_, value) in found.items():
         variable, separator = _PIP_TO_UV[option]
         result[variable] = separator.join(value.split())
-    if "UV_EXTRA_INDEX_URL" in result:
-        # pip takes the best match over all its indexes; uv's default stops at the first index
-        # that knows a package, which fails when that index lacks the pinned version.
-        result["UV_INDEX_STRATEGY"] = "unsafe-best-match"
     return result
 
 
