@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat as stat_mode
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ class EnvUsage:
 
     path: Path
     sizes: dict[FileId, int] = field(default_factory=dict)
+    # regular files: (links seen here, links the file has in all)
+    links: dict[FileId, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -49,7 +52,11 @@ def _entries(root: Path) -> Iterator[os.stat_result]:
 def measure(root: Path) -> EnvUsage:
     usage = EnvUsage(root)
     for stat in _entries(root):
-        usage.sizes[(stat.st_dev, stat.st_ino)] = stat.st_blocks * 512
+        file_id = (stat.st_dev, stat.st_ino)
+        usage.sizes[file_id] = stat.st_blocks * 512
+        if stat_mode.S_ISREG(stat.st_mode):
+            seen = usage.links.get(file_id, (0, 0))[0]
+            usage.links[file_id] = (seen + 1, stat.st_nlink)
     return usage
 
 
@@ -65,20 +72,26 @@ class Report:
     # bytes of each env's inodes that no other measured env links
     alone: dict[Path, int]
     total: int
+    # bytes of files also linked from outside the measured envs (uv's cache)
+    outside: int
 
 
 def report(envs: Iterable[EnvUsage]) -> Report:
     envs = list(envs)
     owners: dict[FileId, int] = {}
     sizes: dict[FileId, int] = {}
+    seen: dict[FileId, tuple[int, int]] = {}
     for env in envs:
         for file_id, size in env.sizes.items():
             owners[file_id] = owners.get(file_id, 0) + 1
             sizes[file_id] = size
+        for file_id, (links, nlink) in env.links.items():
+            seen[file_id] = (seen.get(file_id, (0, 0))[0] + links, nlink)
+    outside = sum(sizes[fid] for fid, (links, nlink) in seen.items() if nlink > links)
     alone = {
         env.path: sum(size for fid, size in env.sizes.items() if owners[fid] == 1) for env in envs
     }
-    return Report(envs, alone, sum(sizes.values()))
+    return Report(envs, alone, sum(sizes.values()), outside)
 
 
 def format_report(result: Report) -> str:
@@ -88,9 +101,12 @@ def format_report(result: Report) -> str:
         size, alone = env.total / MB, result.alone[env.path] / MB
         lines.append(f"{env.path!s:<{width}}  {size:>9.0f}  {alone:>9.0f}")
     lines.append(f"{'total (each file once)':<{width}}  {result.total / MB:>9.0f}")
+    lines.append(f"{'  also linked elsewhere':<{width}}  {result.outside / MB:>9.0f}")
+    lines.append(f"{'  only here':<{width}}  {(result.total - result.outside) / MB:>9.0f}")
     lines.append(
-        "size: the env alone, each file once; alone: what no other env listed shares "
-        "(hardlinks into uv's cache are not counted as shared)"
+        "size: the env alone, each file once; alone: what no other env listed shares; "
+        "also linked elsewhere: files hardlinked from outside these envs (uv's cache), "
+        "whose space is not freed by deleting the envs"
     )
     return "\n".join(lines)
 

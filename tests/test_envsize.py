@@ -43,6 +43,11 @@ def test_hardlinked_files_count_once(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert result.alone[first] == usage[0].total - shared_size
     assert result.alone[second] == usage[1].total - shared_size >= own_size
 
+    # A link from outside the envs (as uv's cache holds) makes the shared file "elsewhere".
+    assert result.outside == 0
+    os.link(shared, tmp_path / "cache.bin")
+    assert report(measure(env) for env in envs_under(tox)).outside == shared_size
+
     assert main([str(tox)]) == 0
     out = capsys.readouterr().out
     assert str(second) in out and "total (each file once)" in out
