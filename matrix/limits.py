@@ -54,17 +54,22 @@ def _sizes(case: CaseFile) -> Iterator[tuple[Place, str, int, str]]:
         sequence_blocks += math.ceil(case.max_model_len / size)
         yield ("groups", index, "block_size"), "block_size", size, ""
         yield ("groups", index, "window"), "max_model_len", group.window or 0, ""
-    yield ("max_model_len",), "pool", sequence_blocks, "spans, over the groups, "
+    yield (
+        ("max_model_len",),
+        "pool",
+        sequence_blocks,
+        " to hold max_model_len tokens in every group",
+    )
     yield ("requests",), "requests", len(case.requests), ""
     tokens = sum(r.prompt + r.max_tokens for r in case.requests)
     yield ("requests",), "tokens", tokens, ""
     steps = sum(e.step for e in case.events if isinstance(e, StepEvent))
-    yield ("events",), "steps", steps, "step: events add up to "
+    yield ("events",), "steps", steps, " in step: events together"
     for index, event in enumerate(case.events):
         if isinstance(event, RunEvent):
             yield ("events", index, "run", "max_steps"), "steps", event.run.max_steps, ""
     cells = math.prod(len(axis.values) for axis in case.matrix.values()) * len(case.variants)
-    yield ("matrix",), "cells", cells, "expands to "
+    yield ("matrix",), "cells", cells, " from the axes times the variants"
 
 
 def excess(case: CaseFile) -> tuple[Place, str] | None:
@@ -78,7 +83,7 @@ def excess(case: CaseFile) -> tuple[Place, str] | None:
         limit = case.limit(name)
         if value > limit:
             return place, (
-                f"{what}{value:,} {LIMITS[name][2]}, over the limit of {limit:,} "
+                f"{value:,} {LIMITS[name][2]}{what}, over the limit of {limit:,} "
                 f"(limits: {{{name}: N}} raises it, up to {LIMITS[name][1]:,})"
             )
     return None

@@ -192,8 +192,8 @@ def _yaml_problem(error: yaml.YAMLError, text: str) -> tuple[int, str]:
         mark = error.problem_mark or error.context_mark
         parts = [error.context, error.problem]
         if error.context and error.context_mark and error.context_mark is not mark:
-            parts[0] = f"{error.context} at line {error.context_mark.line + 1}"
-        message = ": ".join(p for p in parts if p) or type(error).__name__
+            parts[0] = f"{error.context} (line {error.context_mark.line + 1})"
+        message = "; ".join(p for p in parts if p) or type(error).__name__
         return (mark.line + 1 if mark is not None else 1), message
     return 1, str(error) or type(error).__name__
 
@@ -248,6 +248,8 @@ def describe_validation_error(
         placed = problem.get("ctx", {}).get("error")
         if isinstance(placed, PlacedError):
             location = data_location(data, placed.location)
+        if problem["type"] == "missing":  # name the key that is not there (at its parent's line)
+            location = (*location, problem["loc"][-1])
         problems.append((location, problem))
     # Union members each report why they did not match: keep one problem per place, preferring
     # a failed rule (value_error) to a type mismatch.
@@ -280,6 +282,14 @@ def validate(
         return CaseFile.model_validate(payload)
     except ValidationError as error:
         raise describe_validation_error(error, document, payload, moved) from None
+
+
+def claim_name(claimed: dict[str, tuple[Path, str]], name: str, path: Path, line: int) -> None:
+    """Records that ``path`` names a case ``name``. Names are the ids of reports and tables, so
+    a second file with the same name is an error at its name's line."""
+    first = claimed.setdefault(name, (path.resolve(), f"{path}:{line}"))
+    if first[0] != path.resolve():
+        raise CaseFileError(path, line, f"case name '{name}' is already used by {first[1]}")
 
 
 def load_case_file(path: Path) -> tuple[LoadedDocument, CaseFile]:

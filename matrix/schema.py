@@ -35,7 +35,7 @@ VARIANT_NAMES: tuple[VariantName, ...] = (
 # How a run can fail (matrix/verdict.py says what each means). A case may pin one as the
 # expectation for a variant, to say *how* it must fail.
 FailureKind = Literal[
-    "stall", "not_admitted", "preempted", "step_bound", "stuck", "expectation", "error"
+    "stall", "not_admitted", "preempted", "step_bound", "stuck", "expectation", "error", "timeout"
 ]
 Expectation = Literal["pass", "fail", FailureKind]
 ExpectKey = Literal["default", VariantName]
