@@ -13,18 +13,23 @@ REPORTS = Path("reports")
 
 def _validate(paths: list[Path]) -> int:
     from matrix.expand import case_files, cells_from_file
-    from matrix.loader import CaseFileError
+    from matrix.loader import CaseFileError, claim_name
 
-    files = [f for p in paths for f in case_files(p)]
+    # A directory named like a case file is a mistake to report, not a folder to search.
+    named = [[p] if p.suffix in (".yaml", ".yml") else case_files(p) for p in paths]
+    files = list(dict.fromkeys(f for group in named for f in group))
     problems = 0
+    claimed: dict[str, tuple[Path, str]] = {}
     for path in files:
         try:
-            count = len(cells_from_file(path))
+            cells = cells_from_file(path)
+            if cells:
+                claim_name(claimed, cells[0].case.spec.name, path, cells[0].case.line)
         except CaseFileError as error:
             print(error)
             problems += 1
         else:
-            print(f"{path}: ok, {count} cells")
+            print(f"{path}: ok, {len(cells)} cells")
     return 1 if problems else 0
 
 

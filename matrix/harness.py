@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from time import monotonic as clock
 
 from matrix.adapters import (
     FINISHED,
@@ -34,6 +35,7 @@ from matrix.schema import (
 from matrix.variants import VARIANTS
 from matrix.verdict import (
     CellVerdict,
+    RunOutcome,
     RunTrace,
     StepRecord,
     StopReason,
@@ -45,6 +47,20 @@ from matrix.verdict import (
 STUCK_AFTER = 2
 
 
+class CellTimeout(Exception):
+    """A cell ran past its wall-clock limit (``limits.seconds``); carries the last state."""
+
+    def __init__(self, step: int, state: SchedulerState) -> None:
+        requests = ", ".join(
+            f"{r.request_id} {state_name(r)} ({r.num_computed_tokens} tokens computed)"
+            for r in state.requests
+        )
+        super().__init__(
+            f"at step {step}: {requests}; {state.free_blocks} blocks free, "
+            f"{state.reserved_blocks} reserved"
+        )
+
+
 @dataclass
 class Scenario:
     """One run of a case's events on one scheduler."""
@@ -52,6 +68,7 @@ class Scenario:
     handle: SchedulerHandle
     records: list[StepRecord] = field(default_factory=list)
     completions_requested: set[str] = field(default_factory=set)
+    deadline: float = math.inf  # on the clock; checked after every step
 
     def state(self) -> SchedulerState:
         return self.records[-1].state if self.records else self.handle.state()
@@ -75,6 +92,8 @@ class Scenario:
                 outcome.free_blocks_while_running,
             )
         )
+        if clock() > self.deadline:
+            raise CellTimeout(len(self.records), self.records[-1].state)
 
     def all_finished(self) -> bool:
         return all(r.status == FINISHED for r in self.state().requests)
@@ -141,16 +160,20 @@ def play(scenario: Scenario, events: list[Event]) -> tuple[StopReason, str]:
     return scenario.run(last.run if isinstance(last, RunEvent) else RunBound()), unmet
 
 
-def run_scenario(adapter: VersionAdapter, case: CaseFile, variant: str, pool: int) -> RunTrace:
+def run_scenario(
+    adapter: VersionAdapter, case: CaseFile, variant: str, pool: int, deadline: float = math.inf
+) -> RunTrace:
     scenario: Scenario | None = None
     try:
         handle = adapter.build(case, pool)
         VARIANTS[variant].apply(handle)
         for request in case.requests:
             handle.add_request(request)
-        scenario = Scenario(handle)
+        scenario = Scenario(handle, deadline=deadline)
         stopped, unmet = play(scenario, list(case.events))
         return RunTrace(pool, tuple(scenario.records), stopped, unmet_expectation=unmet)
+    except CellTimeout:
+        raise
     except Exception as error:  # vLLM raising is an outcome to report, not a crash
         records = tuple(scenario.records) if scenario else ()
         return RunTrace(pool, records, "error", f"{type(error).__name__}: {error}")
@@ -167,7 +190,7 @@ def ample_pool(case: CaseFile) -> int:
 _fit_cache: dict[str, int] = {}
 
 
-def measure_fit(adapter: VersionAdapter, case: CaseFile) -> int:
+def measure_fit(adapter: VersionAdapter, case: CaseFile, deadline: float = math.inf) -> int:
     """The smallest pool in which each request, alone, runs to completion: its peak usage.
 
     Measured on the stock scheduler with an ample pool, where admission is never refused, so it
@@ -184,7 +207,7 @@ def measure_fit(adapter: VersionAdapter, case: CaseFile) -> int:
         alone = case.model_copy(
             update={"requests": [request], "events": [RunEvent(run=RunBound())]}
         )
-        trace = run_scenario(adapter, alone, "stock", ample)
+        trace = run_scenario(adapter, alone, "stock", ample, deadline)
         if trace.stopped != "finished":
             raise RuntimeError(
                 f"request {request.id} does not finish alone in {ample} blocks: "
@@ -213,15 +236,37 @@ def pool_sizes(case: CaseFile) -> list[int]:
 def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
     """Runs one cell at every pool size of its case and judges it against the case's fit."""
     case = cell.case.spec
+    # One deadline for the whole cell: a case that somehow runs for minutes fails saying where
+    # it was, and the session goes on with the next cell.
+    deadline = clock() + case.limit("seconds")
     try:
         check_lookahead(adapter, case)
-        fit = measure_fit(adapter, case)
+        fit = measure_fit(adapter, case, deadline)
+    except CellTimeout as timeout:
+        return _timed_out(cell, "measuring the fit", timeout, 0, [])
     except Exception as error:  # a case vLLM cannot run is a failing cell, not a crash
         return CellVerdict("fail", "error", f"{type(error).__name__}: {error}", 0, ())
-    outcomes = [
-        classify_run(run_scenario(adapter, case, cell.variant, pool)) for pool in pool_sizes(case)
-    ]
+    outcomes: list[RunOutcome] = []
+    for pool in pool_sizes(case):
+        try:
+            trace = run_scenario(adapter, case, cell.variant, pool, deadline)
+        except CellTimeout as timeout:
+            return _timed_out(cell, f"pool {pool}", timeout, fit, outcomes, pool)
+        outcomes.append(classify_run(trace))
     return judge_cell(outcomes, fit, case.fit_slack)
+
+
+def _timed_out(
+    cell: CellSpec,
+    where: str,
+    timeout: CellTimeout,
+    fit: int,
+    outcomes: list[RunOutcome],
+    pool: int | None = None,
+) -> CellVerdict:
+    seconds = cell.case.spec.limit("seconds")
+    detail = f"{cell.test_id} ran past {seconds} s (limits.seconds), {where}, {timeout}"
+    return CellVerdict("fail", "timeout", detail, fit, tuple(outcomes), (pool,) if pool else ())
 
 
 def check_lookahead(adapter: VersionAdapter, case: CaseFile) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from matrix.adapters import VersionAdapter, installed_vllm_version, shipped_variant
 from matrix.expand import CASE_SUFFIXES, CellSpec, cells_from_file
-from matrix.loader import CaseFileError
+from matrix.loader import CaseFileError, claim_name
 from matrix.report import (
     Cell,
     case_table,
@@ -35,6 +35,7 @@ cells_key = pytest.StashKey[list[Cell]]()
 adapter_key = pytest.StashKey[VersionAdapter]()
 # The variant the installed release ships, read once from its version (no vLLM import).
 ships_key = pytest.StashKey[VariantName]()
+names_key = pytest.StashKey[dict[str, tuple[Path, str]]]()  # case name -> its first file
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -119,10 +120,18 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
     return None
 
 
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    # A directory named like a case file is a mistake to report, not a folder to search.
+    return pytest_collect_file(parent, path)
+
+
 class CaseFileCollector(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         try:
             cells = cells_from_file(self.path, self.config.stash[ships_key])
+            if cells:
+                names = self.config.stash.setdefault(names_key, {})
+                claim_name(names, cells[0].case.spec.name, self.path, cells[0].case.line)
         except CaseFileError as error:
             yield InvalidCaseFile.from_parent(self, name="invalid", problem=str(error))
             return

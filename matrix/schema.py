@@ -19,6 +19,8 @@ from pydantic import (
     model_validator,
 )
 
+from matrix.limits import LIMITS, excess
+
 SHIPPED_MODELS = Path(__file__).resolve().parent / "models"
 
 
@@ -35,7 +37,7 @@ VARIANT_NAMES: tuple[VariantName, ...] = get_args(VariantName)
 # How a run can fail (matrix/verdict.py says what each means). A case may pin one as the
 # expectation for a variant, to say *how* it must fail.
 FailureKind = Literal[
-    "stall", "not_admitted", "preempted", "step_bound", "stuck", "expectation", "error"
+    "stall", "not_admitted", "preempted", "step_bound", "stuck", "expectation", "error", "timeout"
 ]
 Expectation = Literal["pass", "fail", FailureKind]
 # A request's state in the words of a step's ``expect`` (see StateExpectation).
@@ -107,8 +109,6 @@ class PoolSweep(Strict):
     def _ordered(self) -> PoolSweep:
         if self.stop < self.start:
             raise ValueError(f"stop ({self.stop}) is below start ({self.start})")
-        if self.stop - self.start > 512:
-            raise ValueError("a sweep covers at most 513 pool sizes")
         return self
 
 
@@ -148,7 +148,7 @@ assert tuple(StateExpectation.model_fields) == get_args(StateName)
 class StepEvent(Strict):
     """Run ``step`` scheduler steps (schedule + model output), then check ``expect``."""
 
-    step: Annotated[int, Field(ge=1, le=1000)] = 1
+    step: Annotated[int, Field(ge=1)] = 1  # bounded by limits.steps
     expect: StateExpectation | None = None
 
 
@@ -159,7 +159,7 @@ class CompleteLoadEvent(Strict):
 
 
 class RunBound(Strict):
-    max_steps: Annotated[int, Field(ge=1, le=10_000)] = 200
+    max_steps: Annotated[int, Field(ge=1)] = 200  # bounded by limits.steps
 
 
 class RunEvent(Strict):
@@ -248,8 +248,20 @@ class CaseFile(Strict):
     # fit plus this. The fix's margin rounds up per group, so a prompt that ends far from a
     # block boundary is refused at its exact fit by every margin variant; say so here.
     fit_slack: Annotated[int, Field(ge=0, le=64)] = 0
-    variants: list[VariantName] = list(VARIANT_NAMES)
+    variants: Annotated[list[VariantName], Field(min_length=1)] = list(VARIANT_NAMES)
     matrix: dict[str, Axis] = {}
+    # Raises bounds of matrix/limits.py for this case, explicitly: {pool: 200000, ...}.
+    limits: dict[str, Annotated[int, Field(ge=1)]] = {}
+
+    def limit(self, name: str) -> int:
+        return self.limits.get(name, LIMITS[name][0])
+
+    @model_validator(mode="after")
+    def _within_limits(self) -> CaseFile:
+        problem = excess(self)
+        if problem is not None:
+            raise PlacedError(*problem)
+        return self
 
     @field_validator("model")
     @classmethod

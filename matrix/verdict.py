@@ -11,6 +11,8 @@ One run (one pool size) ends in one of these kinds:
 - ``stuck``: nothing changes any more, in none of the shapes above.
 - ``expectation``: the run finished, but a step's ``expect`` did not hold on the way.
 - ``error``: vLLM raised.
+- ``timeout``: the cell ran past its wall-clock limit (``limits.seconds``); it names the pool
+  and the last state, and the session goes on with the next cell.
 
 A cell (a case under one variant, over its pool sizes) passes when no pool size shows a
 failure; what counts as one depends on the pool against the case's *fit*, the smallest pool
