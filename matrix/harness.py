@@ -21,6 +21,7 @@ from matrix.adapters import (
     VersionAdapter,
 )
 from matrix.expand import CellSpec
+from matrix.model_schema import FitSweep
 from matrix.schema import (
     CaseFile,
     CompleteLoadEvent,
@@ -174,7 +175,7 @@ def measure_fit(adapter: VersionAdapter, case: CaseFile) -> int:
     depends on what requests allocate, not on any reservation rule.
     """
     cache_key = case.model_dump_json(
-        include={"model", "max_model_len", "groups", "speculative", "requests"}
+        include={"model", "layout", "max_model_len", "groups", "speculative", "requests"}
     )
     if cache_key in _fit_cache:
         return _fit_cache[cache_key]
@@ -204,22 +205,28 @@ def _least_free(records: tuple[StepRecord, ...]) -> int:
     return min(min(r.free_blocks_while_running, r.state.free_blocks) for r in records)
 
 
-def pool_sizes(case: CaseFile) -> list[int]:
+def pool_sizes(case: CaseFile, fit: int | None = None) -> list[int]:
+    """The pools a case runs at; a sweep relative to the fit needs the fit."""
     if isinstance(case.pool, int):
         return [case.pool]
+    if isinstance(case.pool, FitSweep):
+        if fit is None:
+            raise ValueError("a pool sweep relative to the fit needs the fit")
+        return list(range(max(2, fit - case.pool.below), fit + case.pool.above + 1))
     return list(range(case.pool.start, case.pool.stop + 1))
 
 
 def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
     """Runs one cell at every pool size of its case and judges it against the case's fit."""
-    case = cell.case.spec
     try:
+        case = adapter.resolve(cell.case.spec)
         check_lookahead(adapter, case)
         fit = measure_fit(adapter, case)
     except Exception as error:  # a case vLLM cannot run is a failing cell, not a crash
         return CellVerdict("fail", "error", f"{type(error).__name__}: {error}", 0, ())
     outcomes = [
-        classify_run(run_scenario(adapter, case, cell.variant, pool)) for pool in pool_sizes(case)
+        classify_run(run_scenario(adapter, case, cell.variant, pool))
+        for pool in pool_sizes(case, fit)
     ]
     return judge_cell(outcomes, fit, case.fit_slack)
 

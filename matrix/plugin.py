@@ -15,6 +15,7 @@ import pytest
 from matrix.adapters import VersionAdapter, installed_vllm_version, shipped_variant
 from matrix.expand import CASE_SUFFIXES, CellSpec, cells_from_file
 from matrix.loader import CaseFileError
+from matrix.model_schema import is_model_file
 from matrix.report import (
     Cell,
     case_table,
@@ -93,8 +94,9 @@ def _named_paths(config: pytest.Config) -> list[Path]:
 
 def _is_case_file(config: pytest.Config, path: Path) -> bool:
     """YAML files named on the command line, or under a ``matrix_cases`` directory or a
-    directory named on the command line (as pytest collects test files in one)."""
-    if path.suffix not in CASE_SUFFIXES:
+    directory named on the command line (as pytest collects test files in one); never a model
+    description (``models/*.yaml``)."""
+    if path.suffix not in CASE_SUFFIXES or is_model_file(path):
         return False
     resolved = path.resolve()
     roots = [Path(p).resolve() for p in config.getini("matrix_cases")]

@@ -6,7 +6,6 @@ This module is the single source of truth for what a YAML case may say;
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -15,20 +14,19 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
-    field_validator,
     model_validator,
 )
 
-SHIPPED_MODELS = Path(__file__).resolve().parent / "models"
-
-
-def model_directory(model: str) -> Path | None:
-    """A model's config directory: one shipped in ``matrix/models/``, else a path, else None."""
-    for candidate in (SHIPPED_MODELS / model, Path(model)):
-        if candidate.is_dir():
-            return candidate
-    return None
-
+from matrix.model_schema import (
+    ENGINE_CONFIG_DEFAULT,
+    ENGINE_CONFIGS,
+    FitSweep,
+    LayoutSettings,
+    ModelDescription,
+    PromptInBlocks,
+    model_directory,
+    shipped_descriptions,
+)
 
 VariantName = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
 VARIANT_NAMES: tuple[VariantName, ...] = get_args(VariantName)
@@ -60,18 +58,19 @@ class Strict(BaseModel):
 class Group(Strict):
     """One KV cache group: the layers that share a block table."""
 
-    kind: Literal["full", "sliding_window", "mamba"]
+    kind: Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
     block_size: Annotated[int, Field(gt=0)] | Literal["max_model_len"]
-    window: Annotated[int, Field(gt=0)] | None = None
+    window: Annotated[int, Field(gt=0)] | None = None  # a sliding window or an attention chunk
     # "all" (cache every block's state) exists in 0.30 and 0.31 only; later releases skip it.
     mamba_mode: Literal["none", "align", "all"] | None = None
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Group:
-        if self.kind == "sliding_window" and self.window is None:
-            raise ValueError("a sliding_window group needs 'window'")
-        if self.kind != "sliding_window" and self.window is not None:
-            raise ValueError(f"'window' is only for sliding_window groups, not {self.kind}")
+        windowed = self.kind in ("sliding_window", "chunked_local")
+        if windowed and self.window is None:
+            raise ValueError(f"a {self.kind} group needs 'window'")
+        if not windowed and self.window is not None:
+            raise ValueError(f"'window' is only for sliding_window and chunked_local groups")
         if self.kind == "mamba" and self.mamba_mode is None:
             raise ValueError("a mamba group needs 'mamba_mode' (none, align or all)")
         if self.kind != "mamba" and self.mamba_mode is not None:
@@ -114,7 +113,7 @@ class PoolSweep(Strict):
 
 class RequestSpec(Strict):
     id: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
-    prompt: Annotated[int, Field(gt=0)]
+    prompt: Annotated[int, Field(gt=0)] | PromptInBlocks
     async_load: bool = True
     max_tokens: Annotated[int, Field(gt=0)] = 4
 
@@ -236,11 +235,17 @@ class CaseFile(Strict):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
     column: str | None = None
-    model: str = "llama-tiny"  # a directory in matrix/models/, or a path to one
+    # A model description (models/<model>.yaml beside the case, or a shipped one in
+    # cases/models/), whose groups are derived; or an engine config directory in matrix/models/
+    # or a path to one, with the groups written out.
+    model: str = ENGINE_CONFIG_DEFAULT
+    # The description ``model`` names, filled in by the loader (never written in a case).
+    described: ModelDescription | None = None
+    layout: LayoutSettings = LayoutSettings()
     max_model_len: Annotated[int, Field(ge=16)] = 1024
-    groups: Annotated[list[Group], Field(min_length=1)]
+    groups: list[Group] = []
     speculative: Speculative | None = None
-    pool: Annotated[int, Field(ge=2)] | PoolSweep
+    pool: Annotated[int, Field(ge=2)] | PoolSweep | FitSweep
     requests: Annotated[list[RequestSpec], Field(min_length=1)]
     events: list[Event] = [RunEvent(run=RunBound())]
     expect: dict[ExpectKey, Expectation] = {}
@@ -251,22 +256,17 @@ class CaseFile(Strict):
     variants: list[VariantName] = list(VARIANT_NAMES)
     matrix: dict[str, Axis] = {}
 
-    @field_validator("model")
-    @classmethod
-    def _model_exists(cls, model: str) -> str:
-        if model_directory(model) is None:
-            shipped = ", ".join(sorted(p.name for p in SHIPPED_MODELS.iterdir() if p.is_dir()))
-            raise ValueError(f"no model '{model}' (shipped: {shipped}; or give a directory)")
-        return model
-
     @model_validator(mode="after")
     def _consistent(self) -> CaseFile:
+        self._model_or_groups()
         seen: set[str] = set()
         for index, request in enumerate(self.requests):
             if request.id in seen:
                 raise PlacedError(("requests", index, "id"), f"request id '{request.id}' repeats")
             seen.add(request.id)
-            if request.prompt + request.max_tokens > self.max_model_len:
+            if isinstance(request.prompt, int) and (
+                request.prompt + request.max_tokens > self.max_model_len
+            ):
                 raise PlacedError(
                     ("requests", index),
                     f"prompt + max_tokens ({request.prompt + request.max_tokens}) exceeds "
@@ -294,6 +294,21 @@ class CaseFile(Strict):
             if variant in self.variants[:index]:
                 raise PlacedError(("variants", index), f"variant '{variant}' repeats")
         return self
+
+    def _model_or_groups(self) -> None:
+        if self.described is None and model_directory(self.model) is None:
+            configs = ", ".join(sorted(p.name for p in ENGINE_CONFIGS.iterdir() if p.is_dir()))
+            raise PlacedError(
+                ("model",),
+                f"no model '{self.model}' (described: {', '.join(shipped_descriptions())}; "
+                f"engine configs: {configs}; or give a directory)",
+            )
+        if self.described is not None and self.groups:
+            raise PlacedError(("groups",), "a described model's groups are derived: drop 'groups'")
+        if self.described is None and not self.groups:
+            raise PlacedError(("groups",), "'groups' is needed unless 'model' names a description")
+        if self.described is None and "layout" in self.model_fields_set:
+            raise PlacedError(("layout",), "'layout' is for described models (model: <slug>)")
 
     def expectation_for(self, variant: VariantName) -> Expectation:
         return self.expect.get(variant, self.expect.get("default", "pass"))
