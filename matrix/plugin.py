@@ -21,6 +21,7 @@ from matrix.report import (
     case_table,
     make_cell,
     mismatches,
+    models_table,
     render_text,
     run_info,
     sort_cells,
@@ -232,6 +233,9 @@ def pytest_terminal_summary(
     terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
     if any(cell.column for cell in cells):
         write(render_text(summary_table(cells)))
+        write("")
+    if any(cell.model for cell in cells):
+        write(render_text(models_table(cells)))
         write("")
     write(render_text(case_table(cells)))
     wrong = mismatches(cells)
