@@ -1,4 +1,4 @@
-"""Command line: ``python -m matrix run|validate|crossversion|schema|bench``."""
+"""Command line: ``python -m matrix run|validate|crossversion|schema|bench|show-layout``."""
 
 from __future__ import annotations
 
@@ -71,7 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     cross.add_argument("--out", type=Path, default=REPORTS, help="where to write the report")
     bench = commands.add_parser("bench", help="print speed figures")
     bench.add_argument("--cases", type=Path, default=DEFAULT_CASES)
+    from matrix import show_layout
+
+    show_layout.add_arguments(
+        commands.add_parser("show-layout", help="the KV cache groups vLLM derives for a model")
+    )
     options = parser.parse_args(argv)
+    if options.command == "show-layout":
+        return show_layout.main(options)
     if options.command == "run":
         return _run([a for a in options.pytest_args if a != "--"])
     if options.command == "validate":

@@ -74,7 +74,7 @@ def direct_loop(cell: CellSpec, pools: list[int]) -> list[bool]:
             scheduler.add_request(
                 Request(
                     spec.id,
-                    list(range(1, spec.prompt + 1)),
+                    list(range(1, spec.prompt_tokens() + 1)),
                     params,
                     None,
                     block_hasher=get_request_block_hasher(hash_size, sha256),

@@ -51,8 +51,41 @@ def is_model_file(path: Path) -> bool:
     return path.parent.name == DESCRIPTIONS_FOLDER
 
 
+class PlacedError(ValueError):
+    """A rule that spans several fields, with the place in the case that breaks it, so the
+    loader can name that line rather than the case's first."""
+
+    def __init__(self, location: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.location = location
+
+
+# YAML already gives typed values: "16" or true where a number belongs is a mistake.
+STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = STRICT
+
+
+def check_model(
+    model: str, described: ModelDescription | None, has_groups: bool, has_layout: bool
+) -> None:
+    """A case names a described model (its groups derived) or an engine config directory
+    with its groups written out; raises :class:`PlacedError` otherwise."""
+    if described is None and model_directory(model) is None:
+        configs = ", ".join(sorted(p.name for p in ENGINE_CONFIGS.iterdir() if p.is_dir()))
+        raise PlacedError(
+            ("model",),
+            f"no model '{model}' (described: {', '.join(shipped_descriptions())}; "
+            f"engine configs: {configs}; or give a directory)",
+        )
+    if described is not None and has_groups:
+        raise PlacedError(("groups",), "a described model's groups are derived: drop 'groups'")
+    if described is None and not has_groups:
+        raise PlacedError(("groups",), "'groups' is needed unless 'model' names a description")
+    if described is None and has_layout:
+        raise PlacedError(("layout",), "'layout' is for described models (model: <slug>)")
 
 
 # One layer's KV cache: attention of a kind, a Mamba / linear-attention state, or both in
@@ -90,7 +123,9 @@ class ModelDescription(Strict):
     hf_config: dict[str, Any] = {}
 
     def layer_kinds(self) -> tuple[LayerKind, ...]:
-        return tuple(self.layer_pattern[i % len(self.layer_pattern)] for i in range(self.num_layers))
+        return tuple(
+            self.layer_pattern[i % len(self.layer_pattern)] for i in range(self.num_layers)
+        )
 
     @model_validator(mode="after")
     def _numbers_for_kinds(self) -> ModelDescription:
@@ -135,6 +170,16 @@ class FitSweep(Strict):
 
     below: Annotated[int, Field(ge=0, le=64)]
     above: Annotated[int, Field(ge=0, le=64)]
+
+
+def pool_kind(value: Any) -> str:
+    """Which form a ``pool:`` takes (blocks, a sweep, a sweep around the fit), so a mistake is
+    reported against that form alone."""
+    if isinstance(value, FitSweep) or (
+        isinstance(value, dict) and value.keys() & {"below", "above"}
+    ):
+        return "fit"
+    return "sweep" if isinstance(value, dict | BaseModel) else "blocks"
 
 
 class PromptInBlocks(Strict):

@@ -10,23 +10,29 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from matrix.model_schema import (
     ENGINE_CONFIG_DEFAULT,
-    ENGINE_CONFIGS,
+    STRICT,
     FitSweep,
     LayoutSettings,
     ModelDescription,
     PromptInBlocks,
-    model_directory,
-    shipped_descriptions,
+    check_model,
+    pool_kind,
 )
+from matrix.model_schema import PlacedError as PlacedError  # the loader reports it at its place
+
+
+class Strict(BaseModel):
+    model_config = STRICT
+
 
 VariantName = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
 VARIANT_NAMES: tuple[VariantName, ...] = get_args(VariantName)
@@ -41,28 +47,18 @@ StateName = Literal["waiting", "loading", "loaded", "running", "preempted", "fin
 ExpectKey = Literal["default", VariantName]
 
 
-class PlacedError(ValueError):
-    """A rule that spans several fields, with the place in the case that breaks it, so the
-    loader can name that line rather than the case's first."""
-
-    def __init__(self, location: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.location = location
-
-
-class Strict(BaseModel):
-    # YAML already gives typed values: "16" or true where a number belongs is a mistake.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+GroupKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
+MambaMode = Literal["none", "align", "all"]
 
 
 class Group(Strict):
     """One KV cache group: the layers that share a block table."""
 
-    kind: Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
+    kind: GroupKind
     block_size: Annotated[int, Field(gt=0)] | Literal["max_model_len"]
     window: Annotated[int, Field(gt=0)] | None = None  # a sliding window or an attention chunk
     # "all" (cache every block's state) exists in 0.30 and 0.31 only; later releases skip it.
-    mamba_mode: Literal["none", "align", "all"] | None = None
+    mamba_mode: MambaMode | None = None
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Group:
@@ -70,7 +66,7 @@ class Group(Strict):
         if windowed and self.window is None:
             raise ValueError(f"a {self.kind} group needs 'window'")
         if not windowed and self.window is not None:
-            raise ValueError(f"'window' is only for sliding_window and chunked_local groups")
+            raise ValueError("'window' is only for sliding_window and chunked_local groups")
         if self.kind == "mamba" and self.mamba_mode is None:
             raise ValueError("a mamba group needs 'mamba_mode' (none, align or all)")
         if self.kind != "mamba" and self.mamba_mode is not None:
@@ -116,6 +112,12 @@ class RequestSpec(Strict):
     prompt: Annotated[int, Field(gt=0)] | PromptInBlocks
     async_load: bool = True
     max_tokens: Annotated[int, Field(gt=0)] = 4
+
+    def prompt_tokens(self) -> int:
+        """The prompt's length (one given in blocks is counted out by the adapters first)."""
+        if not isinstance(self.prompt, int):
+            raise ValueError(f"request {self.id}: its prompt in blocks was never counted out")
+        return self.prompt
 
 
 class StateExpectation(Strict):
@@ -235,17 +237,19 @@ class CaseFile(Strict):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
     column: str | None = None
-    # A model description (models/<model>.yaml beside the case, or a shipped one in
-    # cases/models/), whose groups are derived; or an engine config directory in matrix/models/
-    # or a path to one, with the groups written out.
+    # A model description (groups derived) or an engine config directory (see check_model).
     model: str = ENGINE_CONFIG_DEFAULT
-    # The description ``model`` names, filled in by the loader (never written in a case).
-    described: ModelDescription | None = None
+    described: SkipJsonSchema[ModelDescription | None] = None  # the loader fills it in
     layout: LayoutSettings = LayoutSettings()
     max_model_len: Annotated[int, Field(ge=16)] = 1024
-    groups: list[Group] = []
+    groups: Annotated[list[Group], Field(min_length=1)] = []  # absent: a described model
     speculative: Speculative | None = None
-    pool: Annotated[int, Field(ge=2)] | PoolSweep | FitSweep
+    pool: Annotated[
+        Annotated[Annotated[int, Field(ge=2)], Tag("blocks")]
+        | Annotated[PoolSweep, Tag("sweep")]
+        | Annotated[FitSweep, Tag("fit")],
+        Discriminator(pool_kind),
+    ]
     requests: Annotated[list[RequestSpec], Field(min_length=1)]
     events: list[Event] = [RunEvent(run=RunBound())]
     expect: dict[ExpectKey, Expectation] = {}
@@ -258,7 +262,9 @@ class CaseFile(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> CaseFile:
-        self._model_or_groups()
+        check_model(
+            self.model, self.described, bool(self.groups), "layout" in self.model_fields_set
+        )
         seen: set[str] = set()
         for index, request in enumerate(self.requests):
             if request.id in seen:
@@ -294,21 +300,6 @@ class CaseFile(Strict):
             if variant in self.variants[:index]:
                 raise PlacedError(("variants", index), f"variant '{variant}' repeats")
         return self
-
-    def _model_or_groups(self) -> None:
-        if self.described is None and model_directory(self.model) is None:
-            configs = ", ".join(sorted(p.name for p in ENGINE_CONFIGS.iterdir() if p.is_dir()))
-            raise PlacedError(
-                ("model",),
-                f"no model '{self.model}' (described: {', '.join(shipped_descriptions())}; "
-                f"engine configs: {configs}; or give a directory)",
-            )
-        if self.described is not None and self.groups:
-            raise PlacedError(("groups",), "a described model's groups are derived: drop 'groups'")
-        if self.described is None and not self.groups:
-            raise PlacedError(("groups",), "'groups' is needed unless 'model' names a description")
-        if self.described is None and "layout" in self.model_fields_set:
-            raise PlacedError(("layout",), "'layout' is for described models (model: <slug>)")
 
     def expectation_for(self, variant: VariantName) -> Expectation:
         return self.expect.get(variant, self.expect.get("default", "pass"))

@@ -196,3 +196,13 @@ def with_layout(case: CaseFile) -> CaseFile:
             request = request.model_copy(update={"prompt": tokens})
         requests.append(request)
     return case.model_copy(update={"requests": requests})
+
+
+def scheduler_block_sizes(case: CaseFile) -> tuple[int, int]:
+    """The scheduler's block size and the block size prefix-cache hashes are computed at, as
+    vLLM resolves them from the layout."""
+    from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
+
+    case = with_layout(case)
+    sizes = resolve_kv_cache_block_sizes(kv_cache_config_for(case, 2), vllm_config_for(case, 2))
+    return int(sizes[0]), int(sizes[1])

@@ -39,9 +39,7 @@ from vllm.v1.kv_cache_interface import (
 )
 
 from matrix.model_schema import LayerKind, LayoutSettings, ModelDescription
-from matrix.schema import Group
-
-GroupKind = str  # full, sliding_window, chunked_local, mla, mamba: the schema's group kinds
+from matrix.schema import Group, GroupKind, MambaMode
 
 
 class LayoutError(Exception):
@@ -54,14 +52,14 @@ class DerivedGroup:
     block_size: int
     layers: int
     window: int | None
-    mamba_mode: str | None
+    mamba_mode: MambaMode | None
 
     def as_group(self) -> Group:
         return Group(
-            kind=self.kind,  # type: ignore[arg-type]  # one of the schema's kinds, by _kind_of
+            kind=self.kind,
             block_size=self.block_size,
             window=self.window,
-            mamba_mode=self.mamba_mode,  # type: ignore[arg-type]
+            mamba_mode=self.mamba_mode,
         )
 
 
@@ -110,7 +108,7 @@ def _resolve_memory_layout(engine: VllmConfig, specs: dict[str, KVCacheSpec]) ->
 
 def _spec(spec_type: type[KVCacheSpec], **fields: Any) -> KVCacheSpec:
     """A spec with the fields this release's class has (releases add fields over time)."""
-    known = {f.name for f in dataclasses.fields(spec_type)}  # type: ignore[arg-type]
+    known = {f.name for f in dataclasses.fields(spec_type)}
     return spec_type(**{k: v for k, v in fields.items() if k in known})
 
 
@@ -207,14 +205,18 @@ def aligned_block_sizes(
     return max(block_size, aligned)
 
 
+# Subclasses first: MLAAttentionSpec and ChunkedLocalAttentionSpec are FullAttentionSpecs.
+SPEC_KINDS: tuple[tuple[type[KVCacheSpec], GroupKind], ...] = (
+    (MLAAttentionSpec, "mla"),
+    (ChunkedLocalAttentionSpec, "chunked_local"),
+    (SlidingWindowSpec, "sliding_window"),
+    (MambaSpec, "mamba"),
+    (FullAttentionSpec, "full"),
+)
+
+
 def _kind_of(spec: KVCacheSpec) -> GroupKind:
-    for spec_type, kind in (
-        (MLAAttentionSpec, "mla"),
-        (ChunkedLocalAttentionSpec, "chunked_local"),
-        (SlidingWindowSpec, "sliding_window"),
-        (MambaSpec, "mamba"),
-        (FullAttentionSpec, "full"),
-    ):
+    for spec_type, kind in SPEC_KINDS:
         if isinstance(spec, spec_type):
             return kind
     raise LayoutError(f"no case group kind for vLLM's {type(spec).__name__}")
@@ -263,9 +265,7 @@ def derive_layout(
             layers[f"model.layers.{index}.mamba"] = mamba
         if kind not in ("mamba", "no_cache"):
             attention_kind: LayerKind = "full" if kind == "full+mamba" else kind
-            layers[f"model.layers.{index}.attn"] = attention.spec(
-                attention_kind, block_size, model
-            )
+            layers[f"model.layers.{index}.attn"] = attention.spec(attention_kind, block_size, model)
     engine.cache_config.block_size = block_size
     try:
         _resolve_memory_layout(engine, layers)
