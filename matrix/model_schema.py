@@ -183,8 +183,9 @@ def pool_kind(value: Any) -> str:
 
 
 class PromptInBlocks(Strict):
-    """A prompt length in scheduler blocks, ``blocks`` whole blocks plus ``offset`` tokens: one
-    token past a boundary or one short of it, whatever block size the layout derives."""
+    """A prompt length in the cache's (attention) blocks, ``blocks`` whole blocks plus
+    ``offset`` tokens: one token past a boundary or one short of it, whatever block size the
+    layout derives."""
 
     blocks: Annotated[int, Field(ge=1, le=64)]
     offset: Annotated[int, Field(ge=-64, le=64)] = 0

@@ -178,7 +178,7 @@ def layout_for(case: CaseFile) -> DerivedLayout:
 
 def with_layout(case: CaseFile) -> CaseFile:
     """The case with its groups (a described model's from its derived layout) and its prompts
-    in tokens (one given in blocks counts the scheduler's block size)."""
+    in tokens (one given in blocks counts the cache's attention block size)."""
     if case.described is not None:
         groups = [group.as_group() for group in layout_for(case).groups]
         case = case.model_copy(update={"groups": groups})
