@@ -120,6 +120,27 @@ def test_groups_and_a_described_model_exclude_each_other(write_case: WriteCase) 
     assert problem(write_case(text)).message.startswith("groups: a described model's groups")
 
 
+def test_model_as_a_matrix_axis(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tiny-model.yaml").write_text(TINY_MODEL)
+    text = MODEL_CASE + "matrix:\n  model: {path: model, values: [tiny-model, llama-3.1-8b]}\n"
+    (tmp_path / "tiny.yaml").write_text(text)
+    cases = {cell.case.case_id: cell.case.spec for cell in cells_from_file(tmp_path / "tiny.yaml")}
+    assert cases["tiny[model=tiny-model]"].described.num_layers == 4  # type: ignore[union-attr]
+    assert cases["tiny[model=llama-3.1-8b]"].described.num_layers == 32  # type: ignore[union-attr]
+
+
+@needs_vllm
+def test_an_architecture_vllm_lacks_skips_with_the_reason(adapter: Any, tmp_path: Path) -> None:
+    unknown = TINY_MODEL.replace("LlamaForCausalLM", "NoSuchModelForCausalLM")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tiny-model.yaml").write_text(unknown)
+    (tmp_path / "tiny.yaml").write_text(MODEL_CASE)
+    cell = cells_from_file(tmp_path / "tiny.yaml")[0]
+    reason = adapter.unsupported(cell.case.spec)
+    assert "does not know the architecture NoSuchModelForCausalLM" in reason
+
+
 # Hand-worked layouts -----------------------------------------------------------------------
 
 

@@ -158,11 +158,8 @@ def _mamba_state(
     model: ModelDescription, settings: LayoutSettings, spec_tokens: int
 ) -> tuple[tuple[tuple[int, ...], ...], tuple[torch.dtype, ...]]:
     """The model class's own Mamba state shapes and dtypes for these settings."""
-    entry = ModelRegistry.models.get(model.architecture)
-    if entry is None:
-        raise LayoutError(f"this vLLM does not know the architecture {model.architecture}")
     try:
-        model_class: Any = entry.load_model_cls()
+        model_class: Any = ModelRegistry.models[model.architecture].load_model_cls()
     except ImportError as error:
         raise LayoutError(f"{model.architecture} does not import here: {error}") from error
     hf_config = AutoConfig.for_model(**model.hf_config)
@@ -237,6 +234,8 @@ def derive_layout(
 ) -> DerivedLayout:
     """The groups vLLM would give ``model``; sets ``engine``'s cache block size as the engine's
     alignment would. Raises :class:`LayoutError` when this vLLM cannot derive it."""
+    if model.architecture not in ModelRegistry.get_supported_archs():
+        raise LayoutError(f"this vLLM does not know the architecture {model.architecture}")
     max_model_len = engine.model_config.max_model_len
     attention = _attention(model, settings)
     block_size = settings.block_size or int(getattr(CacheConfig, "DEFAULT_BLOCK_SIZE", 16))
