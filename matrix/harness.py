@@ -7,8 +7,9 @@ per step. The verdict module turns the snapshots into the cell's result.
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from matrix.adapters import (
     FINISHED,
@@ -228,7 +229,11 @@ def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
         classify_run(run_scenario(adapter, case, cell.variant, pool))
         for pool in pool_sizes(case, fit)
     ]
-    return judge_cell(outcomes, fit, case.fit_slack)
+    verdict = judge_cell(outcomes, fit, case.fit_slack)
+    if case.described is None:
+        return verdict
+    groups = case.model_dump_json(include={"groups", "requests"})
+    return replace(verdict, layout_digest=hashlib.sha256(groups.encode()).hexdigest()[:12])
 
 
 def check_lookahead(adapter: VersionAdapter, case: CaseFile) -> None:

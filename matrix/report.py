@@ -70,6 +70,7 @@ def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
     pinned_kind = spec.expected not in ("pass", "fail")
     failing_pools: tuple[int, ...] = ()
     fit = 0
+    digest = spec.case.digest
     observed: Observed
     kind: CellKind
     if isinstance(outcome, str):
@@ -78,6 +79,8 @@ def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
         observed, kind, detail = outcome.observed, outcome.kind, outcome.detail
         as_expected = expectation_met(spec.expected, outcome)
         fit, failing_pools = outcome.fit, outcome.failing_pools
+        if outcome.layout_digest:  # what ran depends on the release's derivation too
+            digest = f"{digest}+{outcome.layout_digest}"
     return Cell(
         case=spec.case.case_id,
         column=spec.case.column,
@@ -91,7 +94,7 @@ def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
         as_expected=as_expected,
         fit=fit,
         failing_pools=failing_pools,
-        case_digest=spec.case.digest,
+        case_digest=digest,
         model=spec.case.spec.model if spec.case.spec.described is not None else None,
     )
 
