@@ -165,7 +165,8 @@ def _mamba_state(
     hf_config = AutoConfig.for_model(**model.hf_config)
     cache = CacheConfig(mamba_cache_mode=settings.mamba_mode)
     speculative = SimpleNamespace(num_speculative_tokens=spec_tokens) if spec_tokens else None
-    # The slice of VllmConfig these class methods read; a whole one needs the model's weights.
+    # The slice of VllmConfig these class methods read: a whole one needs a ModelConfig, whose
+    # first build per architecture inspects the model class in a subprocess (tens of seconds).
     engine = SimpleNamespace(
         model_config=SimpleNamespace(
             hf_config=hf_config, hf_text_config=hf_config, dtype=_torch_dtype(model.dtype)
