@@ -13,12 +13,17 @@ REPORTS = Path("reports")
 
 def _validate(paths: list[Path]) -> int:
     from matrix.expand import case_files, cells_from_file
-    from matrix.loader import CaseFileError
+    from matrix.loader import CaseFileError, read_description
+    from matrix.model_schema import is_model_file
 
     files = [f for p in paths for f in case_files(p)]
     problems = 0
     for path in files:
         try:
+            if is_model_file(path):
+                read_description(path)
+                print(f"{path}: ok, a model description")
+                continue
             count = len(cells_from_file(path))
         except CaseFileError as error:
             print(error)
