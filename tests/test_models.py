@@ -280,3 +280,12 @@ def test_a_new_model_file_runs(pytester: pytest.Pytester) -> None:
     cells = json.loads((pytester.path / "r.json").read_text())["cells"]
     assert {c["model"] for c in cells} == {"tiny-model"}
     result.stdout.fnmatch_lines(["Model*", "tiny-model*"])
+
+
+def test_validate_reads_model_folders(capsys: pytest.CaptureFixture[str]) -> None:
+    from matrix.__main__ import main
+
+    assert main(["validate", str(SHIPPED_DESCRIPTIONS)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(SHIPPED)
+    assert all(line.endswith(": ok, a model description") for line in lines)
