@@ -8,13 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import (
-    BaseModel,
-    Discriminator,
-    Field,
-    Tag,
-    model_validator,
-)
+from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from matrix.model_schema import (
