@@ -2,15 +2,18 @@
 
 Read top-down, each module one role:
 
-1. ``schema``: what a YAML case may say (pydantic); ``loader``: YAML with line numbers.
+1. ``schema``: what a YAML case may say (pydantic), ``model_schema``: what a model description
+   (``cases/models/<slug>.yaml``) may say; ``loader``: YAML with line numbers.
 2. ``expand``: a case file's matrix axes x variants -> cells with stable ids (pure).
 3. ``adapters``: every vLLM release difference; ``select_adapter`` picks one, its ``config``
-   builds the engine's configs, its ``handle`` steps one real scheduler.
+   builds the engine's configs, ``layout`` derives a described model's groups with vLLM's
+   code, its ``handle`` steps one real scheduler.
 4. ``harness``: ``run_cell`` plays a case's events at each pool size; ``variants``: the six
    reservation rules, each installed on one scheduler instance.
 5. ``verdict``: ``judge_cell`` turns per-step snapshots into pass/fail with a diagnosis (pure).
 6. ``report``: cells -> tables and Markdown/JSON reports; ``crossversion``: across releases.
-7. ``plugin``: the pytest hooks; ``__main__``: ``python -m matrix run|validate|...``.
+7. ``plugin``: the pytest hooks; ``__main__``: ``python -m matrix run|validate|...``;
+   ``show_layout``: ``python -m matrix show-layout``.
 
 Importing this package, ``schema``, ``expand``, ``report`` or ``plugin`` imports no vLLM.
 """

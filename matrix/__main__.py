@@ -1,4 +1,4 @@
-"""Command line: ``python -m matrix run|validate|crossversion|schema|bench``."""
+"""Command line: ``python -m matrix run|validate|crossversion|schema|bench|show-layout``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ REPORTS = Path("reports")
 
 def _validate(paths: list[Path]) -> int:
     from matrix.expand import case_files, cells_from_file
-    from matrix.loader import CaseFileError, claim_name
+    from matrix.loader import CaseFileError, claim_name, read_description
+    from matrix.model_schema import is_model_file
 
     # A directory named like a case file is a mistake to report, not a folder to search.
     named = [[p] if p.suffix in (".yaml", ".yml") else case_files(p) for p in paths]
@@ -22,6 +23,10 @@ def _validate(paths: list[Path]) -> int:
     claimed: dict[str, tuple[Path, str]] = {}
     for path in files:
         try:
+            if is_model_file(path):
+                read_description(path)
+                print(f"{path}: ok, a model description")
+                continue
             cells = cells_from_file(path)
             if cells:
                 claim_name(claimed, cells[0].case.spec.name, path, cells[0].case.line)
@@ -76,7 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     cross.add_argument("--out", type=Path, default=REPORTS, help="where to write the report")
     bench = commands.add_parser("bench", help="print speed figures")
     bench.add_argument("--cases", type=Path, default=DEFAULT_CASES)
+    from matrix import show_layout
+
+    show_layout.add_arguments(
+        commands.add_parser("show-layout", help="the KV cache groups vLLM derives for a model")
+    )
     options = parser.parse_args(argv)
+    if options.command == "show-layout":
+        return show_layout.main(options)
     if options.command == "run":
         return _run([a for a in options.pytest_args if a != "--"])
     if options.command == "validate":

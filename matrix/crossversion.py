@@ -113,7 +113,8 @@ class FidelityResult:
     compared: int  # cases compared
     differences: tuple[str, ...] = ()
     reason: str = ""  # why it did not run
-    changed: tuple[str, ...] = ()  # cases not compared: their case files differ between reports
+    # Cases not compared: their case files, or the layouts derived for them, differ.
+    changed: tuple[str, ...] = ()
 
 
 def _shown(value: object) -> object:
@@ -201,7 +202,7 @@ def summary_by_release(reports: dict[str, ReleaseReport]) -> Table:
 def _compared(result: FidelityResult) -> str:
     if result.status == "not_run":
         return result.reason
-    changed = f" ({len(result.changed)} changed case files not compared)" if result.changed else ""
+    changed = f" ({len(result.changed)} changed cases not compared)" if result.changed else ""
     plural = "" if result.compared == 1 else "s"
     return f"{result.compared} case{plural}{changed}"
 

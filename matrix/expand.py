@@ -16,6 +16,7 @@ from typing import Any
 
 from matrix.adapters import shipped_variant
 from matrix.loader import CaseFileError, LoadedDocument, Location, read_document, validate
+from matrix.model_schema import DESCRIPTIONS_FOLDER, is_model_file
 from matrix.schema import VARIANT_NAMES, Axis, CaseFile, Expectation, VariantName
 
 
@@ -189,10 +190,12 @@ CASE_SUFFIXES = (".yaml", ".yml")
 
 
 def case_files(path: Path) -> list[Path]:
-    """The case files a path names: itself, or the YAML files in a directory."""
+    """The files a path names: itself, or the YAML files in a directory; model descriptions
+    only when the directory is a ``models/`` folder itself."""
     if not path.is_dir():
         return [path]
-    return sorted(f for suffix in CASE_SUFFIXES for f in path.glob(f"*{suffix}"))
+    found = (f for suffix in CASE_SUFFIXES for f in path.glob(f"*{suffix}"))
+    return sorted(f for f in found if not is_model_file(f) or path.name == DESCRIPTIONS_FOLDER)
 
 
 def cells_from_file(path: Path, ships: VariantName = NEWEST_SHIPPED) -> list[CellSpec]:

@@ -7,8 +7,9 @@ per step. The verdict module turns the snapshots into the cell's result.
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import monotonic as clock
 
 from matrix.adapters import (
@@ -22,6 +23,7 @@ from matrix.adapters import (
     VersionAdapter,
 )
 from matrix.expand import CellSpec
+from matrix.model_schema import FitSweep
 from matrix.schema import (
     CaseFile,
     CompleteLoadEvent,
@@ -197,7 +199,7 @@ def measure_fit(adapter: VersionAdapter, case: CaseFile, deadline: float = math.
     depends on what requests allocate, not on any reservation rule.
     """
     cache_key = case.model_dump_json(
-        include={"model", "max_model_len", "groups", "speculative", "requests"}
+        include={"model", "layout", "max_model_len", "groups", "speculative", "requests"}
     )
     if cache_key in _fit_cache:
         return _fit_cache[cache_key]
@@ -227,19 +229,24 @@ def _least_free(records: tuple[StepRecord, ...]) -> int:
     return min(min(r.free_blocks_while_running, r.state.free_blocks) for r in records)
 
 
-def pool_sizes(case: CaseFile) -> list[int]:
+def pool_sizes(case: CaseFile, fit: int | None = None) -> list[int]:
+    """The pools a case runs at; a sweep relative to the fit needs the fit."""
     if isinstance(case.pool, int):
         return [case.pool]
+    if isinstance(case.pool, FitSweep):
+        if fit is None:
+            raise ValueError("a pool sweep relative to the fit needs the fit")
+        return list(range(max(2, fit - case.pool.below), fit + case.pool.above + 1))
     return list(range(case.pool.start, case.pool.stop + 1))
 
 
 def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
     """Runs one cell at every pool size of its case and judges it against the case's fit."""
-    case = cell.case.spec
     # One deadline for the whole cell: a case that somehow runs for minutes fails saying where
     # it was, and the session goes on with the next cell.
-    deadline = clock() + case.limit("seconds")
+    deadline = clock() + cell.case.spec.limit("seconds")
     try:
+        case = adapter.resolve(cell.case.spec)
         check_lookahead(adapter, case)
         fit = measure_fit(adapter, case, deadline)
     except CellTimeout as timeout:
@@ -247,13 +254,17 @@ def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
     except Exception as error:  # a case vLLM cannot run is a failing cell, not a crash
         return CellVerdict("fail", "error", f"{type(error).__name__}: {error}", 0, ())
     outcomes: list[RunOutcome] = []
-    for pool in pool_sizes(case):
+    for pool in pool_sizes(case, fit):
         try:
             trace = run_scenario(adapter, case, cell.variant, pool, deadline)
         except CellTimeout as timeout:
             return _timed_out(cell, f"pool {pool}", timeout, fit, outcomes, pool)
         outcomes.append(classify_run(trace))
-    return judge_cell(outcomes, fit, case.fit_slack)
+    verdict = judge_cell(outcomes, fit, case.fit_slack)
+    if case.described is None:
+        return verdict
+    groups = case.model_dump_json(include={"groups", "requests"})
+    return replace(verdict, layout_digest=hashlib.sha256(groups.encode()).hexdigest()[:12])
 
 
 def _timed_out(

@@ -40,11 +40,15 @@ Place = tuple[str | int, ...]
 
 def _sizes(case: CaseFile) -> Iterator[tuple[Place, str, int, str]]:
     """(place in the case, limit, value, what the value is) for every size a limit bounds."""
+    from matrix.model_schema import FitSweep, PromptInBlocks
     from matrix.schema import RunEvent, StepEvent  # at call time: the schema imports this
 
-    pool = case.pool if isinstance(case.pool, int) else case.pool.stop
-    yield ("pool",), "pool", pool, ""
-    if not isinstance(case.pool, int):
+    if isinstance(case.pool, FitSweep):  # sized by the fit, once measured: only its length here
+        yield ("pool",), "sweep", case.pool.below + case.pool.above + 1, ""
+    elif isinstance(case.pool, int):
+        yield ("pool",), "pool", case.pool, ""
+    else:
+        yield ("pool",), "pool", case.pool.stop, ""
         yield ("pool",), "sweep", case.pool.stop - case.pool.start + 1, ""
     yield ("max_model_len",), "max_model_len", case.max_model_len, ""
     # The fit is measured in a pool that holds a request of max_model_len tokens.
@@ -61,7 +65,11 @@ def _sizes(case: CaseFile) -> Iterator[tuple[Place, str, int, str]]:
         " to hold max_model_len tokens in every group",
     )
     yield ("requests",), "requests", len(case.requests), ""
-    tokens = sum(r.prompt + r.max_tokens for r in case.requests)
+    # A prompt in blocks is bounded by its own schema (64 blocks) until the layout is known.
+    tokens = sum(
+        (0 if isinstance(r.prompt, PromptInBlocks) else r.prompt) + r.max_tokens
+        for r in case.requests
+    )
     yield ("requests",), "tokens", tokens, ""
     steps = sum(e.step for e in case.events if isinstance(e, StepEvent))
     yield ("events",), "steps", steps, " in step: events together"

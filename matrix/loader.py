@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from matrix.limits import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
+from matrix.model_schema import ModelDescription, description_path
 from matrix.schema import CaseFile, PlacedError
 
 Location = tuple[str | int, ...]
@@ -278,6 +279,7 @@ def validate(
 ) -> CaseFile:
     """Validates ``data`` (the document's own, or an expanded copy of it) as a case."""
     payload = document.data if data is None else data
+    payload = _with_description(document, payload, axis_lines or {})
     try:
         return CaseFile.model_validate(payload)
     except ValidationError as error:
@@ -295,3 +297,32 @@ def claim_name(claimed: dict[str, tuple[Path, str]], name: str, path: Path, line
 def load_case_file(path: Path) -> tuple[LoadedDocument, CaseFile]:
     document = read_document(path)
     return document, validate(document)
+
+
+_descriptions: dict[tuple[Path, float], ModelDescription] = {}
+
+
+def read_description(path: Path) -> ModelDescription:
+    """A model description file, validated; raises :class:`CaseFileError` at its line."""
+    key = (path.resolve(), path.stat().st_mtime)
+    if key not in _descriptions:
+        document = read_document(path)
+        try:
+            _descriptions[key] = ModelDescription.model_validate(document.data)
+        except ValidationError as error:
+            raise describe_validation_error(error, document, document.data) from None
+    return _descriptions[key]
+
+
+def _with_description(
+    document: LoadedDocument, payload: Any, axis_lines: dict[Location, int]
+) -> Any:
+    """The case's data with ``described`` filled in from the description ``model`` names."""
+    if not isinstance(payload, dict):
+        return payload
+    if "described" in payload:
+        line = axis_lines.get(("described",), document.line_of(("described",)))
+        raise CaseFileError(document.path, line, "'described' is read from the model file")
+    model = payload.get("model")
+    path = description_path(model, document.path.parent) if isinstance(model, str) else None
+    return payload if path is None else {**payload, "described": read_description(path)}

@@ -15,11 +15,13 @@ import pytest
 from matrix.adapters import VersionAdapter, installed_vllm_version, shipped_variant
 from matrix.expand import CASE_SUFFIXES, CellSpec, cells_from_file
 from matrix.loader import CaseFileError, claim_name
+from matrix.model_schema import is_model_file
 from matrix.report import (
     Cell,
     case_table,
     make_cell,
     mismatches,
+    models_table,
     render_text,
     run_info,
     sort_cells,
@@ -94,8 +96,9 @@ def _named_paths(config: pytest.Config) -> list[Path]:
 
 def _is_case_file(config: pytest.Config, path: Path) -> bool:
     """YAML files named on the command line, or under a ``matrix_cases`` directory or a
-    directory named on the command line (as pytest collects test files in one)."""
-    if path.suffix not in CASE_SUFFIXES:
+    directory named on the command line (as pytest collects test files in one); never a model
+    description (``models/*.yaml``)."""
+    if path.suffix not in CASE_SUFFIXES or is_model_file(path):
         return False
     resolved = path.resolve()
     roots = [Path(p).resolve() for p in config.getini("matrix_cases")]
@@ -239,6 +242,9 @@ def pytest_terminal_summary(
     terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
     if any(cell.column for cell in cells):
         write(render_text(summary_table(cells)))
+        write("")
+    if any(cell.model for cell in cells):
+        write(render_text(models_table(cells)))
         write("")
     write(render_text(case_table(cells)))
     wrong = mismatches(cells)

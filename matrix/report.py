@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -53,9 +54,11 @@ class Cell:
     fit: int = 0
     failing_pools: tuple[int, ...] = ()  # the pool sizes whose run failed
     case_digest: str = ""  # see expand.Case.digest
+    model: str | None = None  # the described model a case runs (see model_schema)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Cells of hand-written layouts keep the shape reports had before models.
+        return {k: v for k, v in asdict(self).items() if k != "model" or v is not None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Cell:
@@ -67,6 +70,7 @@ def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
     pinned_kind = spec.expected not in ("pass", "fail")
     failing_pools: tuple[int, ...] = ()
     fit = 0
+    digest = spec.case.digest
     observed: Observed
     kind: CellKind
     if isinstance(outcome, str):
@@ -75,6 +79,8 @@ def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
         observed, kind, detail = outcome.observed, outcome.kind, outcome.detail
         as_expected = expectation_met(spec.expected, outcome)
         fit, failing_pools = outcome.fit, outcome.failing_pools
+        if outcome.layout_digest:  # what ran depends on the release's derivation too
+            digest = f"{digest}+{outcome.layout_digest}"
     return Cell(
         case=spec.case.case_id,
         column=spec.case.column,
@@ -88,7 +94,8 @@ def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
         as_expected=as_expected,
         fit=fit,
         failing_pools=failing_pools,
-        case_digest=spec.case.digest,
+        case_digest=digest,
+        model=spec.case.spec.model if spec.case.spec.described is not None else None,
     )
 
 
@@ -164,6 +171,24 @@ def summary_table(cells: Sequence[Cell]) -> Table:
     return ["Implementation", *columns], rows
 
 
+def models_table(cells: Sequence[Cell]) -> Table:
+    """Rows are described models, columns variants: Pass when every cell of the model that
+    ran passed, else the failures by kind (many are expected: each case says which)."""
+    variants = _variants(cells)
+    rows = []
+    for model in sorted({c.model for c in cells if c.model}):
+        row = [model]
+        for variant in variants:
+            ran = [c for c in cells if c.model == model and c.variant == variant]
+            kinds = Counter(c.kind for c in ran if c.observed == "fail")
+            if not kinds:
+                row.append(column_verdict(ran) if ran else "-")
+            else:
+                row.append("Fail: " + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())))
+        rows.append(row)
+    return ["Model", *[ROW_LABELS.get(v, v) for v in variants]], rows
+
+
 def render_text(table: Table) -> str:
     header, rows = table
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
@@ -220,6 +245,8 @@ def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:
     if any(cell.column for cell in cells):
         parts += ["## Summary (the upstream PR's table)", "", render_markdown(summary_table(cells))]
         parts += [""]
+    if any(cell.model for cell in cells):
+        parts += ["## Models", "", render_markdown(models_table(cells)), ""]
     parts += [
         "## Cases x variants",
         "",

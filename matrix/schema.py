@@ -6,30 +6,27 @@ This module is the single source of truth for what a YAML case may say;
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Discriminator,
-    Field,
-    Tag,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from matrix.limits import LIMITS, excess
+from matrix.model_schema import (
+    ENGINE_CONFIG_DEFAULT,
+    STRICT,
+    FitSweep,
+    LayoutSettings,
+    ModelDescription,
+    PromptInBlocks,
+    check_model,
+    pool_kind,
+)
+from matrix.model_schema import PlacedError as PlacedError  # the loader reports it at its place
 
-SHIPPED_MODELS = Path(__file__).resolve().parent / "models"
 
-
-def model_directory(model: str) -> Path | None:
-    """A model's config directory: one shipped in ``matrix/models/``, else a path, else None."""
-    for candidate in (SHIPPED_MODELS / model, Path(model)):
-        if candidate.is_dir():
-            return candidate
-    return None
+class Strict(BaseModel):
+    model_config = STRICT
 
 
 VariantName = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
@@ -45,35 +42,26 @@ StateName = Literal["waiting", "loading", "loaded", "running", "preempted", "fin
 ExpectKey = Literal["default", VariantName]
 
 
-class PlacedError(ValueError):
-    """A rule that spans several fields, with the place in the case that breaks it, so the
-    loader can name that line rather than the case's first."""
-
-    def __init__(self, location: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.location = location
-
-
-class Strict(BaseModel):
-    # YAML already gives typed values: "16" or true where a number belongs is a mistake.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+GroupKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
+MambaMode = Literal["none", "align", "all"]
 
 
 class Group(Strict):
     """One KV cache group: the layers that share a block table."""
 
-    kind: Literal["full", "sliding_window", "mamba"]
+    kind: GroupKind
     block_size: Annotated[int, Field(gt=0)] | Literal["max_model_len"]
-    window: Annotated[int, Field(gt=0)] | None = None
+    window: Annotated[int, Field(gt=0)] | None = None  # a sliding window or an attention chunk
     # "all" (cache every block's state) exists in 0.30 and 0.31 only; later releases skip it.
-    mamba_mode: Literal["none", "align", "all"] | None = None
+    mamba_mode: MambaMode | None = None
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Group:
-        if self.kind == "sliding_window" and self.window is None:
-            raise ValueError("a sliding_window group needs 'window'")
-        if self.kind != "sliding_window" and self.window is not None:
-            raise ValueError(f"'window' is only for sliding_window groups, not {self.kind}")
+        windowed = self.kind in ("sliding_window", "chunked_local")
+        if windowed and self.window is None:
+            raise ValueError(f"a {self.kind} group needs 'window'")
+        if not windowed and self.window is not None:
+            raise ValueError("'window' is only for sliding_window and chunked_local groups")
         if self.kind == "mamba" and self.mamba_mode is None:
             raise ValueError("a mamba group needs 'mamba_mode' (none, align or all)")
         if self.kind != "mamba" and self.mamba_mode is not None:
@@ -114,9 +102,15 @@ class PoolSweep(Strict):
 
 class RequestSpec(Strict):
     id: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
-    prompt: Annotated[int, Field(gt=0)]
+    prompt: Annotated[int, Field(gt=0)] | PromptInBlocks
     async_load: bool = True
     max_tokens: Annotated[int, Field(gt=0)] = 4
+
+    def prompt_tokens(self) -> int:
+        """The prompt's length (one given in blocks is counted out by the adapters first)."""
+        if not isinstance(self.prompt, int):
+            raise ValueError(f"request {self.id}: its prompt in blocks was never counted out")
+        return self.prompt
 
 
 class StateExpectation(Strict):
@@ -236,11 +230,19 @@ class CaseFile(Strict):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
     column: str | None = None
-    model: str = "llama-tiny"  # a directory in matrix/models/, or a path to one
+    # A model description (groups derived) or an engine config directory (see check_model).
+    model: str = ENGINE_CONFIG_DEFAULT
+    described: SkipJsonSchema[ModelDescription | None] = None  # the loader fills it in
+    layout: LayoutSettings = LayoutSettings()
     max_model_len: Annotated[int, Field(ge=16)] = 1024
-    groups: Annotated[list[Group], Field(min_length=1)]
+    groups: Annotated[list[Group], Field(min_length=1)] = []  # absent: a described model
     speculative: Speculative | None = None
-    pool: Annotated[int, Field(ge=2)] | PoolSweep
+    pool: Annotated[
+        Annotated[Annotated[int, Field(ge=2)], Tag("blocks")]
+        | Annotated[PoolSweep, Tag("sweep")]
+        | Annotated[FitSweep, Tag("fit")],
+        Discriminator(pool_kind),
+    ]
     requests: Annotated[list[RequestSpec], Field(min_length=1)]
     events: list[Event] = [RunEvent(run=RunBound())]
     expect: dict[ExpectKey, Expectation] = {}
@@ -263,22 +265,19 @@ class CaseFile(Strict):
             raise PlacedError(*problem)
         return self
 
-    @field_validator("model")
-    @classmethod
-    def _model_exists(cls, model: str) -> str:
-        if model_directory(model) is None:
-            shipped = ", ".join(sorted(p.name for p in SHIPPED_MODELS.iterdir() if p.is_dir()))
-            raise ValueError(f"no model '{model}' (shipped: {shipped}; or give a directory)")
-        return model
-
     @model_validator(mode="after")
     def _consistent(self) -> CaseFile:
+        check_model(
+            self.model, self.described, bool(self.groups), "layout" in self.model_fields_set
+        )
         seen: set[str] = set()
         for index, request in enumerate(self.requests):
             if request.id in seen:
                 raise PlacedError(("requests", index, "id"), f"request id '{request.id}' repeats")
             seen.add(request.id)
-            if request.prompt + request.max_tokens > self.max_model_len:
+            if isinstance(request.prompt, int) and (
+                request.prompt + request.max_tokens > self.max_model_len
+            ):
                 raise PlacedError(
                     ("requests", index),
                     f"prompt + max_tokens ({request.prompt + request.max_tokens}) exceeds "

@@ -66,6 +66,9 @@ class CellVerdict:
     fit: int  # the smallest pool in which every request, alone, runs to completion
     outcomes: tuple[RunOutcome, ...]
     failing_pools: tuple[int, ...] = ()  # the pool sizes whose outcome is not acceptable
+    # Identifies the layout a described model ran with on this release (its derived groups), so
+    # cells of releases that derive different layouts are never compared as equals.
+    layout_digest: str = ""
 
 
 def _describe(request: RequestState) -> str:

@@ -2,8 +2,10 @@
 scheduler, cache, speculative decoding, the NIXL connector) and ``KVCacheConfig`` (the KV cache
 groups and the pool). The scheduler only counts blocks, so no tensors are allocated.
 
-Per-layer specs derived from a model's numbers (the models work) belong beside
-:func:`group_spec`, which turns one case group into vLLM's spec class.
+A case's groups are written out (:func:`group_spec` turns each into vLLM's spec class, with
+tiny heads: only block counts matter), or derived from a model description by ``layout``
+(vLLM's own per-layer specs and grouping, real page sizes); :func:`with_layout` fills a
+described case's groups from its derived layout, so the rest of the matrix reads them alike.
 """
 
 from __future__ import annotations
@@ -22,15 +24,19 @@ from vllm.config import (
     VllmConfig,
 )
 from vllm.v1.kv_cache_interface import (
+    ChunkedLocalAttentionSpec,
     FullAttentionSpec,
     KVCacheConfig,
     KVCacheGroupSpec,
     KVCacheSpec,
     MambaSpec,
+    MLAAttentionSpec,
     SlidingWindowSpec,
 )
 
-from matrix.schema import CaseFile, Group, model_directory
+from matrix.adapters.layout import DerivedLayout, derive_layout
+from matrix.model_schema import ENGINE_CONFIG_DEFAULT, PromptInBlocks, model_directory
+from matrix.schema import CaseFile, Group
 
 
 def group_spec(group: Group, max_model_len: int, spec_tokens: int) -> KVCacheSpec:
@@ -41,6 +47,13 @@ def group_spec(group: Group, max_model_len: int, spec_tokens: int) -> KVCacheSpe
         return FullAttentionSpec(block_size=block_size, **attention)
     if group.kind == "sliding_window":
         return SlidingWindowSpec(block_size=block_size, sliding_window=group.window, **attention)
+    if group.kind == "chunked_local":
+        chunk = group.window
+        return ChunkedLocalAttentionSpec(
+            block_size=block_size, attention_chunk_size=chunk, **attention
+        )
+    if group.kind == "mla":
+        return MLAAttentionSpec(block_size=block_size, **attention)
     return MambaSpec(
         block_size=block_size,
         shapes=((16,),),
@@ -69,7 +82,9 @@ _configs: dict[str, VllmConfig] = {}
 def vllm_config_for(case: CaseFile, pool: int) -> VllmConfig:
     """Cases differing only in pool size, requests or events share one config: building it is
     most of a scheduler's set-up cost, and the scheduler only reads it."""
-    key = case.model_dump_json(include={"model", "max_model_len", "groups", "speculative"})
+    key = case.model_dump_json(
+        include={"model", "described", "layout", "max_model_len", "groups", "speculative"}
+    )
     config = _configs.get(key)
     if config is None:
         config = _configs[key] = build_vllm_config(case)
@@ -79,7 +94,9 @@ def vllm_config_for(case: CaseFile, pool: int) -> VllmConfig:
 
 def build_vllm_config(case: CaseFile) -> VllmConfig:
     """The engine configuration for a case, built by vLLM's own config classes on a CPU."""
-    model_dir = str(model_directory(case.model))
+    # A described model's engine runs on the default tiny config: the scheduler reads the
+    # model only through the KV cache layout, which is the described model's.
+    model_dir = str(model_directory(ENGINE_CONFIG_DEFAULT if case.described else case.model))
     model = ModelConfig(
         model=model_dir, skip_tokenizer_init=True, max_model_len=case.max_model_len, dtype="float32"
     )
@@ -126,8 +143,11 @@ def build_vllm_config(case: CaseFile) -> VllmConfig:
 def kv_cache_config_for(case: CaseFile, pool: int) -> KVCacheConfig:
     """The KV cache layout the engine would hand the scheduler: one group per case group, and
     no tensors (the scheduler only counts blocks)."""
+    if case.described is not None:
+        groups = list(layout_for(case).specs)
+        return KVCacheConfig(num_blocks=pool, kv_cache_tensors=[], kv_cache_groups=groups)
     # Real engines give a Mamba group one extra state block per speculative token.
-    spec_tokens = case.speculative.num_tokens if case.speculative else 0
+    spec_tokens = _spec_tokens(case)
     return KVCacheConfig(
         num_blocks=pool,
         kv_cache_tensors=[],
@@ -136,3 +156,53 @@ def kv_cache_config_for(case: CaseFile, pool: int) -> KVCacheConfig:
             for index, g in enumerate(case.groups)
         ],
     )
+
+
+def _spec_tokens(case: CaseFile) -> int:
+    return case.speculative.num_tokens if case.speculative else 0
+
+
+_layouts: dict[str, DerivedLayout] = {}
+
+
+def layout_for(case: CaseFile) -> DerivedLayout:
+    """A described model's layout as the installed vLLM derives it, once per set of settings.
+    Raises ``layout.LayoutError`` when it cannot."""
+    assert case.described is not None
+    key = case.model_dump_json(include={"described", "layout", "speculative", "max_model_len"})
+    if key not in _layouts:
+        engine = build_vllm_config(case.model_copy(update={"groups": []}))
+        _layouts[key] = derive_layout(case.described, case.layout, _spec_tokens(case), engine)
+    return _layouts[key]
+
+
+def with_layout(case: CaseFile) -> CaseFile:
+    """The case with its groups (a described model's from its derived layout) and its prompts
+    in tokens (one given in blocks counts the cache's attention block size)."""
+    if case.described is not None:
+        groups = [group.as_group() for group in layout_for(case).groups]
+        case = case.model_copy(update={"groups": groups})
+    block_size = _cache_block_size(case)
+    requests = []
+    for request in case.requests:
+        if isinstance(request.prompt, PromptInBlocks):
+            tokens = request.prompt.blocks * block_size + request.prompt.offset
+            if not 0 < tokens <= case.max_model_len - request.max_tokens:
+                raise ValueError(
+                    f"request {request.id}: a prompt of {tokens} tokens (blocks of "
+                    f"{block_size}) and {request.max_tokens} more do not fit max_model_len "
+                    f"{case.max_model_len}"
+                )
+            request = request.model_copy(update={"prompt": tokens})
+        requests.append(request)
+    return case.model_copy(update={"requests": requests})
+
+
+def scheduler_block_sizes(case: CaseFile) -> tuple[int, int]:
+    """The scheduler's block size and the block size prefix-cache hashes are computed at, as
+    vLLM resolves them from the layout."""
+    from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
+
+    case = with_layout(case)
+    sizes = resolve_kv_cache_block_sizes(kv_cache_config_for(case, 2), vllm_config_for(case, 2))
+    return int(sizes[0]), int(sizes[1])

@@ -89,14 +89,14 @@ class Handle:
                     "do_remote_decode": False,
                     "remote_engine_id": "prefill-0",
                     "remote_request_id": spec.id,
-                    "remote_block_ids": list(range(spec.prompt)),
+                    "remote_block_ids": list(range(spec.prompt_tokens())),
                     "remote_host": "127.0.0.1",
                     "remote_port": 1,
                 }
             }
         # Distinct prompts per request so prefix caching cannot share blocks between them.
         seed = sum(map(ord, spec.id))
-        prompt = [(seed * 31 + index * 17) % 1000 + 1 for index in range(spec.prompt)]
+        prompt = [(seed * 31 + index * 17) % 1000 + 1 for index in range(spec.prompt_tokens())]
         self.scheduler.add_request(
             Request(
                 request_id=spec.id,

@@ -95,6 +95,10 @@ class VersionAdapter(Protocol):
         """Why this release cannot run ``case`` (a feature it lacks), or None."""
         ...
 
+    def resolve(self, case: CaseFile) -> CaseFile:
+        """The case with its KV cache groups: a described model's, derived by this release."""
+        ...
+
 
 @dataclass(frozen=True)
 class Refused:
@@ -109,3 +113,6 @@ class Refused:
 
     def unsupported(self, case: CaseFile) -> str | None:
         return self.reason
+
+    def resolve(self, case: CaseFile) -> CaseFile:
+        return case

@@ -12,7 +12,9 @@ from typing import Any, ClassVar
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters import Requirement
+from matrix.adapters.config import layout_for, with_layout
 from matrix.adapters.handle import Handle
+from matrix.adapters.layout import LayoutError
 from matrix.adapters.probe import SHARED_REQUIREMENTS, init_assigns, release_mamba_modes
 from matrix.schema import CaseFile
 
@@ -48,9 +50,18 @@ class Vllm030:
     def build(self, case: CaseFile, pool: int) -> Handle:
         return self.handle_type(case, pool)
 
+    def resolve(self, case: CaseFile) -> CaseFile:
+        return with_layout(case)
+
     def unsupported(self, case: CaseFile) -> str | None:
+        groups = case.groups
+        if case.described is not None:
+            try:
+                groups = [group.as_group() for group in layout_for(case).groups]
+            except LayoutError as error:
+                return f"vLLM {self.release} cannot derive model {case.model}'s layout: {error}"
         modes = release_mamba_modes()
-        for group in case.groups:
+        for group in groups:
             if group.kind == "mamba" and group.mamba_mode not in modes:
                 return (
                     f"vLLM {self.release} has no Mamba cache mode '{group.mamba_mode}' "
