@@ -242,7 +242,7 @@ def main(options: Options) -> int:
         print(f"{path}: {found.kind}: {found.detail}")
     rate = scenarios / seconds if seconds else 0.0
     print(
-        f"explore: {scenarios} scenarios in {seconds:.1f} s ({options.jobs} job(s)): "
+        f"explored {scenarios} scenarios in {seconds:.1f} s ({options.jobs} job(s)): "
         f"{rate:.0f} scenarios/s, {rate / options.jobs:.0f} per job; "
         f"distinct failures: {len(findings)}"
     )
