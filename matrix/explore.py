@@ -142,7 +142,6 @@ class Search:
                 result = probe(self.adapter, draw, variant, self.options.fit_slack)
                 if result is None:
                     reject()  # the release lacks a feature the scenario uses
-                    return
                 self.tightness.setdefault(variant, Counter())[result.tightness] += 1
                 if result.failed and result.key not in known:
                     found[result.key] = result  # the last one recorded is the minimal one

@@ -36,6 +36,12 @@ OFFSETS = (-12, 4)
 MAX_SPAN = 2
 RUN_STEPS = 200
 
+# Built once: a strategy made inside a composite is validated again on every draw.
+_block_size = st.sampled_from(BLOCK_SIZES)
+_mamba_mode = st.sampled_from(MAMBA_MODES)
+_extra_kind = st.sampled_from(("full", "sliding_window", "mamba"))
+_window = {size: st.sampled_from([w for w in WINDOWS if w >= size]) for size in BLOCK_SIZES}
+
 
 @dataclass(frozen=True)
 class Draw:
@@ -61,12 +67,9 @@ def groups(draw: st.DrawFn) -> list[dict[str, Any]]:
     """1-4 KV cache groups: full attention first (every hybrid model has one), then full,
     sliding window or Mamba groups. All Mamba groups share one mode, and a layout with Mamba
     has one attention block size, as hybrid models' engines unify it."""
-    first_size = draw(st.sampled_from(BLOCK_SIZES))
-    mode = draw(st.sampled_from(MAMBA_MODES))
-    kinds = ["full"] + [
-        draw(st.sampled_from(("full", "sliding_window", "mamba")))
-        for _ in range(draw(st.integers(0, MAX_GROUPS - 1)))
-    ]
+    first_size = draw(_block_size)
+    mode = draw(_mamba_mode)
+    kinds = ["full"] + [draw(_extra_kind) for _ in range(draw(st.integers(0, MAX_GROUPS - 1)))]
     hybrid = "mamba" in kinds
     layout: list[dict[str, Any]] = []
     for index, kind in enumerate(kinds):
@@ -74,10 +77,10 @@ def groups(draw: st.DrawFn) -> list[dict[str, Any]]:
             size: int | str = first_size if mode == "align" else "max_model_len"
             layout.append({"kind": "mamba", "block_size": size, "mamba_mode": mode})
             continue
-        block_size = first_size if hybrid or index == 0 else draw(st.sampled_from(BLOCK_SIZES))
+        block_size = first_size if hybrid or index == 0 else draw(_block_size)
         group: dict[str, Any] = {"kind": kind, "block_size": block_size}
         if kind == "sliding_window":  # real windows span blocks
-            group["window"] = draw(st.sampled_from([w for w in WINDOWS if w >= block_size]))
+            group["window"] = draw(_window[block_size])
         layout.append(group)
     return layout
 

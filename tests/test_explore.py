@@ -27,9 +27,9 @@ def original_margin() -> str:
     return "stock" if shipped_variant(installed_vllm_version()) == "original" else "original"
 
 
-def explore(out: Path, variant: str) -> tuple[int, str]:
-    args = ["explore", "--variant", variant, "--seed", str(SEED), "--max-examples", EXAMPLES]
-    code = main([*args, "--out", str(out), "--no-database"])
+def explore(out: Path, variant: str, *more: str) -> tuple[int, str]:
+    args = ["explore", "--variant", variant, "--max-examples", EXAMPLES, "--out", str(out)]
+    code = main([*args, *(more or ("--seed", str(SEED), "--no-database"))])
     return code, variant
 
 
@@ -94,3 +94,14 @@ def test_the_same_seed_and_examples_give_the_same_files(tmp_path: Path, adapter:
     first = {p.name: p.read_text() for p in (tmp_path / "one").iterdir()}
     assert first
     assert first == {p.name: p.read_text() for p in (tmp_path / "two").iterdir()}
+
+
+@needs_vllm
+def test_the_example_database_replays_a_failure_first(tmp_path: Path, adapter: Any) -> None:
+    variant = original_margin()
+    database = ("--database", str(tmp_path / "db"))
+    assert explore(tmp_path / "first", variant, "--seed", str(SEED), *database)[0] == 1
+    # Seed 1's own 30 examples find nothing on either release; the database's do.
+    assert explore(tmp_path / "alone", variant, "--seed", "1", "--no-database")[0] == 0
+    assert explore(tmp_path / "again", variant, "--seed", "1", *database)[0] == 1
+    assert (tmp_path / "again" / f"found_{variant}_stall_multiple_groups.yaml").exists()
