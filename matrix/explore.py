@@ -175,20 +175,21 @@ class StatusLine:
         self.started = time.perf_counter()
         self.by_job: dict[int, tuple[int, int]] = {job: (0, 0) for job in range(jobs)}
         self.last_line = 0.0
+        # Redrawn in place on a terminal; in a log, a line now and then.
+        self.interval, self.end = (0.5, "\r") if sys.stderr.isatty() else (10.0, "\n")
 
     def put(self, progress: tuple[int, int, int]) -> None:
         job, scenarios, failures = progress
         self.by_job[job] = (scenarios, failures)
         now = time.perf_counter()
-        if now - self.last_line < 0.5:
+        if now - self.last_line < self.interval:
             return
         self.last_line = now
         total = sum(s for s, _ in self.by_job.values())
         failed = max(f for _, f in self.by_job.values())
         rate = total / (now - self.started)
-        end = "\r" if sys.stderr.isatty() else "\n"
         text = f"explore: {total} scenarios, {rate:.0f}/s, failures found: {failed}"
-        print(text, end=end, file=sys.stderr, flush=True)
+        print(text, end=self.end, file=sys.stderr, flush=True)
 
 
 def search(options: Options) -> list[JobResult]:
