@@ -2,7 +2,8 @@
 
 Over-reservation is the smallest pool from which every swept size finishes, minus the fit: 0
 is tight, a positive number is the blocks a variant reserves beyond need (requests that fit
-refused), and a stall is under-reservation (see :func:`tightness_label`).
+refused), and a stall is under-reservation (see :func:`tightness_label`). A negative number:
+sizes below the fit finish too (the fit, measured in an ample pool, exceeds the least needed).
 """
 
 from __future__ import annotations
