@@ -11,9 +11,12 @@ Read top-down, each module one role:
 4. ``harness``: ``run_cell`` plays a case's events at each pool size; ``variants``: the six
    reservation rules, each installed on one scheduler instance.
 5. ``verdict``: ``judge_cell`` turns per-step snapshots into pass/fail with a diagnosis (pure).
-6. ``report``: cells -> tables and Markdown/JSON reports; ``crossversion``: across releases.
+6. ``report``: cells -> tables and Markdown/JSON reports; ``crossversion``: across releases;
+   ``tightness``: a cell's over-reservation.
 7. ``plugin``: the pytest hooks; ``__main__``: ``python -m matrix run|validate|...``;
    ``show_layout``: ``python -m matrix show-layout``.
+8. ``scenarios`` -> ``probing`` -> ``explore``: Hypothesis searches scenarios, shrinks a
+   failure and writes it as a case file.
 
 Importing this package, ``schema``, ``expand``, ``report`` or ``plugin`` imports no vLLM.
 """

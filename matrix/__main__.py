@@ -1,4 +1,4 @@
-"""Command line: ``python -m matrix run|validate|crossversion|schema|bench|show-layout``."""
+"""Command line: ``python -m matrix run|validate|crossversion|schema|bench|show-layout|explore``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from matrix.schema import VARIANT_NAMES
 
 DEFAULT_CASES = Path("cases")
 REPORTS = Path("reports")
@@ -63,6 +65,51 @@ def _run(pytest_args: list[str]) -> int:
     return int(pytest.main(args))
 
 
+def _explore_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    explore = commands.add_parser(
+        "explore", help="search scenarios with Hypothesis; write each failure as a case file"
+    )
+    explore.add_argument("--variant", action="append", choices=VARIANT_NAMES, dest="variants")
+    explore.add_argument("--budget", type=float, help="seconds (default 60 without examples)")
+    explore.add_argument("--max-examples", type=int, help="scenarios drawn, over all jobs")
+    explore.add_argument("--seed", type=int, default=0)
+    explore.add_argument("--jobs", type=int, default=1, help="processes")
+    explore.add_argument("--out", type=Path, default=DEFAULT_CASES / "found")
+    explore.add_argument("--fit-slack", type=int, help="default: one block per attention group")
+    explore.add_argument(
+        "--database",
+        type=Path,
+        default=Path(".hypothesis/explore"),
+        help="Hypothesis's example database, per release and variants (--no-database: none)",
+    )
+    explore.add_argument("--no-database", action="store_true")
+
+
+def _explore(options: argparse.Namespace) -> int:
+    from matrix import explore
+    from matrix.adapters import installed_vllm_version
+
+    variants = tuple(options.variants or ["stock"])
+    database = None
+    if not options.no_database:
+        database = options.database / f"vllm-{installed_vllm_version()}" / "+".join(variants)
+    budget = options.budget
+    if budget is None and options.max_examples is None:
+        budget = 60.0
+    return explore.main(
+        explore.Options(
+            variants,
+            options.seed,
+            budget,
+            options.max_examples,
+            max(1, options.jobs),
+            options.out,
+            database,
+            options.fit_slack,
+        )
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m matrix", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -86,9 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     show_layout.add_arguments(
         commands.add_parser("show-layout", help="the KV cache groups vLLM derives for a model")
     )
+    _explore_parser(commands)
     options = parser.parse_args(argv)
     if options.command == "show-layout":
         return show_layout.main(options)
+    if options.command == "explore":
+        return _explore(options)
     if options.command == "run":
         return _run([a for a in options.pytest_args if a != "--"])
     if options.command == "validate":

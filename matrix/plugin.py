@@ -26,6 +26,7 @@ from matrix.report import (
     run_info,
     sort_cells,
     summary_table,
+    tightness_table,
     write_report,
 )
 from matrix.schema import VARIANT_NAMES, VariantName
@@ -247,6 +248,9 @@ def pytest_terminal_summary(
         write(render_text(models_table(cells)))
         write("")
     write(render_text(case_table(cells)))
+    write("")
+    write("Tightness (blocks reserved beyond need; stall: under-reservation)")
+    write(render_text(tightness_table(cells)))
     wrong = mismatches(cells)
     if wrong:
         write("")

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from matrix.adapters import installed_vllm_version, release_label, shipped_variant
 from matrix.expand import CellSpec
 from matrix.schema import VARIANT_NAMES
+from matrix.tightness import over_reservation, tightness_label
 from matrix.verdict import CellVerdict, RunKind, expectation_met
 
 Observed = Literal["pass", "fail", "skip"]
@@ -55,6 +56,9 @@ class Cell:
     failing_pools: tuple[int, ...] = ()  # the pool sizes whose run failed
     case_digest: str = ""  # see expand.Case.digest
     model: str | None = None  # the described model a case runs (see model_schema)
+    # Blocks reserved beyond need: the smallest pool from which every size finishes, minus
+    # the fit (see matrix/tightness.py); None when the largest pool swept does not finish.
+    over_reservation: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Cells of hand-written layouts keep the shape reports had before models.
@@ -71,6 +75,7 @@ def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
     failing_pools: tuple[int, ...] = ()
     fit = 0
     digest = spec.case.digest
+    over: int | None = None
     observed: Observed
     kind: CellKind
     if isinstance(outcome, str):
@@ -81,6 +86,7 @@ def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
         fit, failing_pools = outcome.fit, outcome.failing_pools
         if outcome.layout_digest:  # what ran depends on the release's derivation too
             digest = f"{digest}+{outcome.layout_digest}"
+        over = over_reservation(outcome.outcomes, outcome.fit)
     return Cell(
         case=spec.case.case_id,
         column=spec.case.column,
@@ -96,6 +102,7 @@ def make_cell(spec: CellSpec, outcome: CellVerdict | str) -> Cell:
         failing_pools=failing_pools,
         case_digest=digest,
         model=spec.case.spec.model if spec.case.spec.described is not None else None,
+        over_reservation=over,
     )
 
 
@@ -139,6 +146,23 @@ def case_table(cells: Sequence[Cell]) -> Table:
             [row_label(case, mismatch)] + [cell_text(row[v]) if v in row else "-" for v in variants]
         )
     return ["case", *variants], rows
+
+
+def tightness_table(cells: Sequence[Cell]) -> Table:
+    """Case x variant: blocks of over-reservation (0 tight), ``stall`` (under-reservation)."""
+    variants = _variants(cells)
+    by_case: dict[str, dict[str, Cell]] = {}
+    for cell in sort_cells(cells):
+        by_case.setdefault(cell.case, {})[cell.variant] = cell
+    rows = [
+        [case] + [tightness_text(row[v]) if v in row else "-" for v in variants]
+        for case, row in by_case.items()
+    ]
+    return ["case", *variants], rows
+
+
+def tightness_text(cell: Cell) -> str:
+    return tightness_label(cell.kind, cell.over_reservation)
 
 
 def columns_of(cells: Sequence[Cell]) -> list[str]:
@@ -255,6 +279,16 @@ def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:
         "",
         render_markdown(case_table(cells)),
     ]
+    parts += [
+        "",
+        "## Tightness",
+        "",
+        "Blocks reserved beyond need: the smallest pool from which every size finishes, minus "
+        "the fit (0 is tight); `stall` is under-reservation; `unfinished`: the largest pool "
+        "swept did not finish.",
+        "",
+        render_markdown(tightness_table(cells)),
+    ]
     wrong = mismatches(cells)
     if wrong:
         parts += ["", "## Cells that differ from their expectation", ""]
@@ -263,7 +297,13 @@ def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:
 
 
 def json_report(cells: Sequence[Cell], info: RunInfo) -> dict[str, Any]:
-    return {**asdict(info), "cells": [c.to_dict() for c in sort_cells(cells)]}
+    header, rows = tightness_table(cells)
+    tightness = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows}
+    return {
+        **asdict(info),
+        "cells": [c.to_dict() for c in sort_cells(cells)],
+        "tightness": tightness,
+    }
 
 
 def write_report(path: Path, cells: Sequence[Cell], info: RunInfo) -> None:

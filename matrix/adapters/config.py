@@ -80,10 +80,17 @@ _configs: dict[str, VllmConfig] = {}
 
 
 def vllm_config_for(case: CaseFile, pool: int) -> VllmConfig:
-    """Cases differing only in pool size, requests or events share one config: building it is
-    most of a scheduler's set-up cost, and the scheduler only reads it."""
-    key = case.model_dump_json(
-        include={"model", "described", "layout", "max_model_len", "groups", "speculative"}
+    """Cases differing only in pool size, requests, events or in what of their groups the
+    engine config does not read share one config: building it is most of a scheduler's set-up
+    cost, and the scheduler only reads it."""
+    key = repr(
+        (
+            case.model_dump_json(include={"model", "max_model_len", "speculative"}),
+            case.described is not None,  # a described model runs on the default engine config
+            _cache_block_size(case),
+            _prefix_caching(case),
+            sorted({g.mamba_mode or "" for g in case.groups}),
+        )
     )
     config = _configs.get(key)
     if config is None:
