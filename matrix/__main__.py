@@ -7,7 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-DEFAULT_CASES = Path("cases")
+from matrix.expand import shipped_cases
+
+DEFAULT_CASES = shipped_cases()
 REPORTS = Path("reports")
 
 
@@ -42,7 +44,10 @@ def _run(pytest_args: list[str]) -> int:
         select_adapter()
     except UnsupportedRelease as error:
         print(f"matrix: every cell will skip: {error}", file=sys.stderr)
-    stem = REPORTS / f"vllm-{version}"
+    from matrix.devsource import installed_source
+
+    # A dev build's report never takes the name of the release it may share a version with.
+    stem = REPORTS / f"vllm-{version}{'-dev' if installed_source() else ''}"
     args = [
         str(DEFAULT_CASES),
         "-q",

@@ -31,7 +31,7 @@ from matrix.schema import (
     StateName,
     StepEvent,
 )
-from matrix.variants import VARIANTS
+from matrix.variants import VARIANTS, Variant
 from matrix.verdict import (
     CellVerdict,
     RunTrace,
@@ -141,11 +141,15 @@ def play(scenario: Scenario, events: list[Event]) -> tuple[StopReason, str]:
     return scenario.run(last.run if isinstance(last, RunEvent) else RunBound()), unmet
 
 
-def run_scenario(adapter: VersionAdapter, case: CaseFile, variant: str, pool: int) -> RunTrace:
+def run_scenario(
+    adapter: VersionAdapter, case: CaseFile, variant: Variant | str, pool: int
+) -> RunTrace:
+    """One run at one pool size; ``variant`` is a built-in's name or any :class:`Variant`."""
+    rule = VARIANTS[variant] if isinstance(variant, str) else variant
     scenario: Scenario | None = None
     try:
         handle = adapter.build(case, pool)
-        VARIANTS[variant].apply(handle)
+        rule.apply(handle)
         for request in case.requests:
             handle.add_request(request)
         scenario = Scenario(handle)
@@ -210,8 +214,12 @@ def pool_sizes(case: CaseFile) -> list[int]:
     return list(range(case.pool.start, case.pool.stop + 1))
 
 
-def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
-    """Runs one cell at every pool size of its case and judges it against the case's fit."""
+def run_cell(
+    adapter: VersionAdapter, cell: CellSpec, variant: Variant | None = None
+) -> CellVerdict:
+    """Runs one cell at every pool size of its case and judges it against the case's fit.
+    ``variant`` is the cell's variant when it is not a built-in (a user's, loaded by the run).
+    """
     case = cell.case.spec
     try:
         check_lookahead(adapter, case)
@@ -219,7 +227,8 @@ def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
     except Exception as error:  # a case vLLM cannot run is a failing cell, not a crash
         return CellVerdict("fail", "error", f"{type(error).__name__}: {error}", 0, ())
     outcomes = [
-        classify_run(run_scenario(adapter, case, cell.variant, pool)) for pool in pool_sizes(case)
+        classify_run(run_scenario(adapter, case, variant or cell.variant, pool))
+        for pool in pool_sizes(case)
     ]
     return judge_cell(outcomes, fit, case.fit_slack)
 

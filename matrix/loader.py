@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from matrix.schema import CaseFile, PlacedError
+from matrix.schema import VARIANT_NAMES, CaseFile, PlacedError, variant_context
 
 Location = tuple[str | int, ...]
 
@@ -147,12 +147,16 @@ def describe_validation_error(
 
 
 def validate(
-    document: LoadedDocument, data: Any | None = None, axis_lines: dict[Location, int] | None = None
+    document: LoadedDocument,
+    data: Any | None = None,
+    axis_lines: dict[Location, int] | None = None,
+    variants: tuple[str, ...] = VARIANT_NAMES,
 ) -> CaseFile:
-    """Validates ``data`` (the document's own, or an expanded copy of it) as a case."""
+    """Validates ``data`` (the document's own, or an expanded copy of it) as a case whose
+    ``expect`` and ``variants`` may name any of ``variants``."""
     payload = document.data if data is None else data
     try:
-        return CaseFile.model_validate(payload)
+        return CaseFile.model_validate(payload, context=variant_context(variants))
     except ValidationError as error:
         raise describe_validation_error(error, document, payload, axis_lines) from None
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from matrix.adapters import installed_vllm_version, release_label, shipped_variant
+from matrix.devsource import Source, installed_source
 from matrix.expand import CellSpec
 from matrix.schema import VARIANT_NAMES
 from matrix.verdict import CellVerdict, RunKind, expectation_met
@@ -191,6 +192,9 @@ class RunInfo:
     vllm_version: str | None
     ships: str | None = None  # the variant the release's stock reservation is
     matrix_digest: str = ""  # the matrix code that wrote the report (see matrix_digest)
+    # A vLLM installed from a checkout or a local wheel (a dev build); None for a release from
+    # a package index, and then absent from the JSON, as in reports written before it existed.
+    source: Source | None = None
 
 
 def matrix_digest() -> str:
@@ -210,11 +214,15 @@ def run_info() -> RunInfo:
     version = installed_vllm_version()
     if version is None:
         return RunInfo(None, matrix_digest=matrix_digest())
-    return RunInfo(release_label(version), shipped_variant(version), matrix_digest())
+    return RunInfo(
+        release_label(version), shipped_variant(version), matrix_digest(), installed_source()
+    )
 
 
 def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:
     parts = [f"# KV reservation matrix on vLLM {info.vllm_version or 'unknown'}", ""]
+    if info.source:
+        parts += [f"vLLM from the {info.source.describe()}.", ""]
     if info.ships:
         parts += [f"Stock on this release is expected to behave like `{info.ships}`.", ""]
     if any(cell.column for cell in cells):
@@ -236,7 +244,10 @@ def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:
 
 
 def json_report(cells: Sequence[Cell], info: RunInfo) -> dict[str, Any]:
-    return {**asdict(info), "cells": [c.to_dict() for c in sort_cells(cells)]}
+    header = asdict(info)
+    if info.source is None:
+        del header["source"]
+    return {**header, "cells": [c.to_dict() for c in sort_cells(cells)]}
 
 
 def write_report(path: Path, cells: Sequence[Cell], info: RunInfo) -> None:

@@ -6,6 +6,7 @@ This module is the single source of truth for what a YAML case may say;
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -15,6 +16,7 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -30,8 +32,14 @@ def model_directory(model: str) -> Path | None:
     return None
 
 
-VariantName = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
-VARIANT_NAMES: tuple[VariantName, ...] = get_args(VariantName)
+BuiltInVariant = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
+VARIANT_NAMES: tuple[BuiltInVariant, ...] = get_args(BuiltInVariant)
+# A variant's name is part of test ids and a pytest marker. Built-in names are the Literal
+# above; a user's own variants (see matrix/custom_variants.py) are known only when a run loads
+# them, so case files name variants by this pattern and each case is checked against the
+# variants of its run (``CaseFile.model_validate(..., context=variant_context(names))``).
+VARIANT_ID = r"^[a-z][a-z0-9_]*$"
+VariantName = Annotated[str, Field(pattern=VARIANT_ID)]
 # How a run can fail (matrix/verdict.py says what each means). A case may pin one as the
 # expectation for a variant, to say *how* it must fail.
 FailureKind = Literal[
@@ -40,7 +48,7 @@ FailureKind = Literal[
 Expectation = Literal["pass", "fail", FailureKind]
 # A request's state in the words of a step's ``expect`` (see StateExpectation).
 StateName = Literal["waiting", "loading", "loaded", "running", "preempted", "finished"]
-ExpectKey = Literal["default", VariantName]
+ExpectKey = Literal["default"] | VariantName
 
 
 class PlacedError(ValueError):
@@ -248,6 +256,7 @@ class CaseFile(Strict):
     # fit plus this. The fix's margin rounds up per group, so a prompt that ends far from a
     # block boundary is refused at its exact fit by every margin variant; say so here.
     fit_slack: Annotated[int, Field(ge=0, le=64)] = 0
+    # Every variant of the run (the built-ins and any loaded), unless the case names its own.
     variants: list[VariantName] = list(VARIANT_NAMES)
     matrix: dict[str, Axis] = {}
 
@@ -295,5 +304,42 @@ class CaseFile(Strict):
                 raise PlacedError(("variants", index), f"variant '{variant}' repeats")
         return self
 
-    def expectation_for(self, variant: VariantName) -> Expectation:
-        return self.expect.get(variant, self.expect.get("default", "pass"))
+    @model_validator(mode="after")
+    def _known_variants(self, info: ValidationInfo) -> CaseFile:
+        known = known_variants(info.context)
+        for key in self.expect:
+            if key != "default" and key not in known:
+                raise PlacedError(("expect", key), unknown_variant(key, known))
+        for index, variant in enumerate(self.variants):
+            if variant not in known:
+                raise PlacedError(("variants", index), unknown_variant(variant, known))
+        return self
+
+    def runs_variants(self, known: tuple[str, ...]) -> list[str]:
+        """The variants this case runs: those it names, else every variant of the run."""
+        return list(self.variants) if "variants" in self.model_fields_set else list(known)
+
+    def expectation_for(self, variant: str) -> Expectation:
+        """A built-in variant falls back to ``expect.default``; a user's variant that the case
+        does not name is expected to pass (``default`` was written for the built-ins)."""
+        if variant in self.expect or variant not in VARIANT_NAMES:
+            return self.expect.get(variant, "pass")
+        return self.expect.get("default", "pass")
+
+
+def variant_context(names: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The validation context that makes ``names`` the known variants."""
+    return {"variants": names}
+
+
+def known_variants(context: Any) -> tuple[str, ...]:
+    if isinstance(context, dict) and "variants" in context:
+        return tuple(context["variants"])
+    return VARIANT_NAMES
+
+
+def unknown_variant(name: str, known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    listed = ", ".join(f"'{k}'" for k in known)
+    return f"unknown variant '{name}': {hint}variants are {listed}"

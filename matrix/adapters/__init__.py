@@ -35,7 +35,7 @@ from matrix.adapters.protocol import (
     UnsupportedRelease,
     VersionAdapter,
 )
-from matrix.schema import VariantName
+from matrix.schema import BuiltInVariant
 
 __all__ = [
     "FINISHED",
@@ -79,7 +79,7 @@ class Requirement:
 @dataclass(frozen=True)
 class Release:
     adapter: str  # "module:class"
-    ships: VariantName  # the variant this release's stock reservation is (see variants.py)
+    ships: BuiltInVariant  # the variant this release's stock reservation is (see variants.py)
 
 
 # Known releases (major.minor), oldest first. Each adapter subclasses the previous one and
@@ -120,7 +120,7 @@ def nearest_release(version: str) -> str:
     return older[-1] if older else known[0]
 
 
-def shipped_variant(version: str | None) -> VariantName:
+def shipped_variant(version: str | None) -> BuiltInVariant:
     """The variant the installed release ships as its stock reservation; stock is expected to
     behave exactly like it. Read from the version alone, without importing vLLM. Without vLLM
     nothing runs, and the newest release's is as good as any."""
