@@ -69,9 +69,13 @@ def installed_source() -> Source | None:
     """The installed vLLM's source when it was installed from a directory or a local wheel
     (``direct_url.json``); None for a release from a package index or no vLLM."""
     try:
-        text = metadata.distribution("vllm").read_text("direct_url.json")
+        return source_of(metadata.distribution("vllm"))
     except metadata.PackageNotFoundError:
         return None
+
+
+def source_of(distribution: metadata.Distribution) -> Source | None:
+    text = distribution.read_text("direct_url.json")
     if not text:
         return None
     record = json.loads(text)
