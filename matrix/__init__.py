@@ -7,7 +7,8 @@ Read top-down, each module one role:
 3. ``adapters``: every vLLM release difference; ``select_adapter`` picks one, its ``config``
    builds the engine's configs, its ``handle`` steps one real scheduler.
 4. ``harness``: ``run_cell`` plays a case's events at each pool size; ``variants``: the six
-   reservation rules, each installed on one scheduler instance.
+   reservation rules, each installed on one scheduler instance; ``custom_variants``: a
+   user's own, loaded by name; ``devsource``: a user's vLLM checkout or wheel.
 5. ``verdict``: ``judge_cell`` turns per-step snapshots into pass/fail with a diagnosis (pure).
 6. ``report``: cells -> tables and Markdown/JSON reports; ``crossversion``: across releases.
 7. ``plugin``: the pytest hooks; ``__main__``: ``python -m matrix run|validate|...``.

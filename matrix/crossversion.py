@@ -253,11 +253,14 @@ def _compared(result: FidelityResult) -> str:
     return f"{result.compared} case{plural}{changed}"
 
 
-def _fidelity_line(result: FidelityResult) -> str:
-    word = {"equal": "equal   ", "differs": "DIFFERS ", "not_run": "not run "}[result.status]
+def _status(result: FidelityResult) -> str:
     if result.check.informational and result.status == "differs":
-        word = "changed "  # the dev build's own change, not a fidelity failure
-    return f"{word} {result.check}: {_compared(result)}"
+        return "changed"  # the dev build's own change, not a fidelity failure
+    return {"equal": "equal", "differs": "DIFFERS", "not_run": "not run"}[result.status]
+
+
+def _fidelity_line(result: FidelityResult) -> str:
+    return f"{_status(result):<8} {result.check}: {_compared(result)}"
 
 
 def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult]) -> str:
@@ -277,7 +280,7 @@ def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult
         "## Fidelity: each patched variant against the release that shipped it",
         "",
     ]
-    rows = [[str(r.check), r.status.replace("_", " "), _compared(r)] for r in results]
+    rows = [[str(r.check), _status(r).lower(), _compared(r)] for r in results]
     parts.append(render_markdown((["check", "result", "cases compared"], rows)))
     differing = [r for r in results if r.differences]
     if differing:
