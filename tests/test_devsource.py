@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from matrix.devsource import (
     SourceError,
     checkout_version,
     describe_path,
+    install,
     install_checkout,
     source_of,
 )
@@ -93,8 +95,6 @@ def test_an_installed_checkout_answers_metadata_and_names_its_source(
 
 
 def test_an_installed_release_is_not_replaced(tmp_path: Path) -> None:
-    from matrix.devsource import install
-
     site = tmp_path / "site"
     (site / "vllm-0.33.0.dist-info").mkdir(parents=True)
     (site / "vllm-0.33.0.dist-info" / "INSTALLER").write_text("uv\n")
@@ -191,3 +191,49 @@ def test_a_checkout_runs_as_the_env_s_vllm(tmp_path: Path) -> None:
     # expectation (the fix's), and the full + full layout stalls too.
     assert stock["multiple_groups[k=1,layout=full+full]"] == ("fail", "stall", False)
     assert all(kind == "stall" for _, kind, _ in stock.values())
+
+
+def make_wheel(directory: Path, version: str) -> Path:
+    """A minimal wheel of a ``vllm`` package, as a nightly would be laid out."""
+    dist_info = f"vllm-{version}.dist-info"
+    files = {
+        "vllm/__init__.py": "",
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n",
+        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: false\n"
+        "Tag: cp311-cp311-linux_x86_64\n",
+    }
+    record = "".join(f"{name},,\n" for name in files) + f"{dist_info}/RECORD,,\n"
+    wheel = directory / f"vllm-{version}-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in {**files, f"{dist_info}/RECORD": record}.items():
+            archive.writestr(name, text)
+    return wheel
+
+
+def test_a_wheel_installs_without_dependencies_and_names_its_source(tmp_path: Path) -> None:
+    pytest.importorskip("installer")
+    wheel = make_wheel(tmp_path, "0.34.0.dev2")
+    site = tmp_path / "site"
+    site.mkdir()
+    assert install(wheel, site) == "0.34.0.dev2"
+    assert (site / "vllm" / "__init__.py").is_file()
+    source = source_of(metadata.PathDistribution(site / "vllm-0.34.0.dev2.dist-info"))
+    assert source is not None and source.kind == "wheel" and source.path == str(wheel)
+    # Installing again replaces what the first install put there.
+    assert install(make_wheel(tmp_path, "0.34.0.dev3"), site) == "0.34.0.dev3"
+    assert [p.name for p in site.glob("vllm-*.dist-info")] == ["vllm-0.34.0.dev3.dist-info"]
+
+
+@needs_vllm
+def test_matrix_cases_runs_the_shipped_cases_anywhere(pytester: pytest.Pytester) -> None:
+    """``pytest --matrix-cases`` in a folder of its own collects the shipped cases, beside a
+    folder of the user's."""
+    (pytester.path / "mine").mkdir()
+    (pytester.path / "mine" / "one.yaml").write_text(
+        (REPO / "README.md").read_text().split("```yaml\n")[1].split("```")[0]
+    )
+    shipped = pytester.runpytest_subprocess("--matrix-cases", "--collect-only", "-q")
+    ids = shipped.stdout.str()
+    assert "single_group.yaml::single_group[k=1]-stock" in ids and "hybrid_swa" not in ids
+    both = pytester.runpytest_subprocess("--matrix-cases", "mine", "--collect-only", "-q")
+    assert "hybrid_swa" in both.stdout.str() and "single_group[k=1]-stock" in both.stdout.str()
