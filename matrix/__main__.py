@@ -13,15 +13,21 @@ DEFAULT_CASES = shipped_cases()
 REPORTS = Path("reports")
 
 
-def _validate(paths: list[Path]) -> int:
-    from matrix.expand import case_files, cells_from_file
+def _validate(paths: list[Path], references: list[str]) -> int:
+    from matrix.custom_variants import VariantLoadError, run_variants
+    from matrix.expand import NEWEST_SHIPPED, case_files, cells_from_file
     from matrix.loader import CaseFileError
 
+    try:
+        variants = tuple(run_variants(references))
+    except VariantLoadError as error:
+        print(f"--variant: {error}")
+        return 2
     files = [f for p in paths for f in case_files(p)]
     problems = 0
     for path in files:
         try:
-            count = len(cells_from_file(path))
+            count = len(cells_from_file(path, NEWEST_SHIPPED, variants))
         except CaseFileError as error:
             print(error)
             problems += 1
@@ -67,6 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("pytest_args", nargs=argparse.REMAINDER)
     validate = commands.add_parser("validate", help="check case files without running them")
     validate.add_argument("paths", nargs="*", type=Path, default=[DEFAULT_CASES])
+    validate.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="a variant of your own the cases may name (as pytest's --matrix-variant)",
+    )
     commands.add_parser("schema", help="print the case files' JSON Schema")
     cross = commands.add_parser(
         "crossversion",
@@ -80,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "run":
         return _run([a for a in options.pytest_args if a != "--"])
     if options.command == "validate":
-        return _validate(options.paths)
+        return _validate(options.paths, options.variant)
     if options.command == "crossversion":
         from matrix import crossversion
 

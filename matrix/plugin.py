@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from matrix.adapters import VersionAdapter, installed_vllm_version, shipped_variant
+from matrix.adapters import VersionAdapter
 from matrix.custom_variants import VariantLoadError, run_variants
 from matrix.expand import CASE_SUFFIXES, CellSpec, cells_from_file, shipped_cases
 from matrix.loader import CaseFileError
 from matrix.report import (
     Cell,
     case_table,
+    expected_stock,
     make_cell,
     mismatches,
     render_text,
@@ -105,7 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if Path(path).suffix not in (".md", ".json"):
             raise pytest.UsageError(f"--matrix-report {path}: use a .md or .json file name")
     config.stash[cells_key] = []
-    config.stash[ships_key] = shipped_variant(installed_vllm_version())
+    config.stash[ships_key] = expected_stock()
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
     gpus = config.getoption("matrix_gpus") or os.environ.get("CUDA_VISIBLE_DEVICES")
     pinned = gpu_for_worker(os.environ.get("PYTEST_XDIST_WORKER"), gpus)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from matrix.adapters import installed_vllm_version, release_label, shipped_variant
 from matrix.devsource import Source, installed_source
 from matrix.expand import CellSpec
-from matrix.schema import VARIANT_NAMES
+from matrix.schema import VARIANT_NAMES, BuiltInVariant
 from matrix.verdict import CellVerdict, RunKind, expectation_met
 
 Observed = Literal["pass", "fail", "skip"]
@@ -208,15 +208,18 @@ def matrix_digest() -> str:
     return digest.hexdigest()[:12]
 
 
+def expected_stock() -> BuiltInVariant:
+    """The variant stock is held to on the installed vLLM (see ``shipped_variant``)."""
+    return shipped_variant(installed_vllm_version(), dev_build=installed_source() is not None)
+
+
 def run_info() -> RunInfo:
     """What the report says of the installed vLLM, from its version alone: under xdist the
     controller never imports vLLM."""
     version = installed_vllm_version()
     if version is None:
         return RunInfo(None, matrix_digest=matrix_digest())
-    return RunInfo(
-        release_label(version), shipped_variant(version), matrix_digest(), installed_source()
-    )
+    return RunInfo(release_label(version), expected_stock(), matrix_digest(), installed_source())
 
 
 def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:

@@ -155,3 +155,15 @@ def test_a_bad_variant_is_a_usage_error(pytester: pytest.Pytester) -> None:
 
 def test_the_example_tight_variant_loads_without_vllm() -> None:
     assert load_reference(f"{REPO}/docs/examples/tight_variant.py:TIGHT").name == "tight"
+
+
+def test_validate_knows_the_variants_it_is_given(
+    write_case: WriteCase, module: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from matrix.__main__ import main
+
+    path = write_case(CASE)
+    assert main(["validate", str(path)]) == 1
+    assert f"{path}:10: expect.greedy: unknown variant 'greedy'" in capsys.readouterr().out
+    assert main(["validate", str(path), "--variant", f"{module}:GREEDY"]) == 0
+    assert "ok, 7 cells" in capsys.readouterr().out
