@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
-from matrix.schema import VARIANT_ID, VARIANT_NAMES
+from matrix.variant_names import VARIANT_ID, VARIANT_NAMES
 from matrix.variants import VARIANTS, Variant
 
 ENTRY_POINT_GROUP = "matrix.variants"

@@ -16,7 +16,8 @@ from typing import Any
 
 from matrix.adapters import shipped_variant
 from matrix.loader import CaseFileError, LoadedDocument, Location, read_document, validate
-from matrix.schema import VARIANT_NAMES, Axis, BuiltInVariant, CaseFile, Expectation
+from matrix.schema import Axis, CaseFile, Expectation
+from matrix.variant_names import VARIANT_NAMES, BuiltInVariant
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from matrix.schema import VARIANT_NAMES, CaseFile, PlacedError, variant_context
+from matrix.schema import CaseFile, PlacedError
+from matrix.variant_names import VARIANT_NAMES, variant_context
 
 Location = tuple[str | int, ...]
 

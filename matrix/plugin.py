@@ -28,7 +28,7 @@ from matrix.report import (
     summary_table,
     write_report,
 )
-from matrix.schema import BuiltInVariant
+from matrix.variant_names import BuiltInVariant
 from matrix.variants import Variant
 
 CELL_PROPERTY = "matrix_cell"

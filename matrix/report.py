@@ -18,7 +18,7 @@ from typing import Any, Literal
 from matrix.adapters import installed_vllm_version, release_label, shipped_variant
 from matrix.devsource import Source, installed_source
 from matrix.expand import CellSpec
-from matrix.schema import VARIANT_NAMES, BuiltInVariant
+from matrix.variant_names import VARIANT_NAMES, BuiltInVariant
 from matrix.verdict import CellVerdict, RunKind, expectation_met
 
 Observed = Literal["pass", "fail", "skip"]

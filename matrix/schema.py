@@ -6,7 +6,6 @@ This module is the single source of truth for what a YAML case may say;
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -21,6 +20,8 @@ from pydantic import (
     model_validator,
 )
 
+from matrix.variant_names import VARIANT_NAMES, VariantName, known_variants, unknown_variant
+
 SHIPPED_MODELS = Path(__file__).resolve().parent / "models"
 
 
@@ -32,14 +33,6 @@ def model_directory(model: str) -> Path | None:
     return None
 
 
-BuiltInVariant = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
-VARIANT_NAMES: tuple[BuiltInVariant, ...] = get_args(BuiltInVariant)
-# A variant's name is part of test ids and a pytest marker. Built-in names are the Literal
-# above; a user's own variants (see matrix/custom_variants.py) are known only when a run loads
-# them, so case files name variants by this pattern and each case is checked against the
-# variants of its run (``CaseFile.model_validate(..., context=variant_context(names))``).
-VARIANT_ID = r"^[a-z][a-z0-9_]*$"
-VariantName = Annotated[str, Field(pattern=VARIANT_ID)]
 # How a run can fail (matrix/verdict.py says what each means). A case may pin one as the
 # expectation for a variant, to say *how* it must fail.
 FailureKind = Literal[
@@ -325,21 +318,3 @@ class CaseFile(Strict):
         if variant in self.expect or variant not in VARIANT_NAMES:
             return self.expect.get(variant, "pass")
         return self.expect.get("default", "pass")
-
-
-def variant_context(names: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """The validation context that makes ``names`` the known variants."""
-    return {"variants": names}
-
-
-def known_variants(context: Any) -> tuple[str, ...]:
-    if isinstance(context, dict) and "variants" in context:
-        return tuple(context["variants"])
-    return VARIANT_NAMES
-
-
-def unknown_variant(name: str, known: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"did you mean '{close[0]}'? " if close else ""
-    listed = ", ".join(f"'{k}'" for k in known)
-    return f"unknown variant '{name}': {hint}variants are {listed}"

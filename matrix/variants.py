@@ -21,7 +21,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
 from matrix.adapters import Geometry, SchedulerHandle
-from matrix.schema import VARIANT_NAMES
+from matrix.variant_names import VARIANT_NAMES
 
 
 def ceil_div(numerator: int, denominator: int) -> int:

@@ -11,7 +11,7 @@ import pytest
 from matrix.custom_variants import VariantLoadError, load_reference, run_variants
 from matrix.expand import cells_from_file
 from matrix.loader import CaseFileError
-from matrix.schema import VARIANT_NAMES
+from matrix.variant_names import VARIANT_NAMES
 from tests.helpers import REPO, WriteCase, needs_vllm
 
 # A variant as a user writes one: the fix's rule under another name, and one that reserves
@@ -167,3 +167,21 @@ def test_validate_knows_the_variants_it_is_given(
     assert f"{path}:10: expect.greedy: unknown variant 'greedy'" in capsys.readouterr().out
     assert main(["validate", str(path), "--variant", f"{module}:GREEDY"]) == 0
     assert "ok, 7 cells" in capsys.readouterr().out
+
+
+def test_an_installed_package_declares_variants_by_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    (site / "my_rules-1.0.dist-info").mkdir(parents=True)
+    (site / "my_rules.py").write_text(MODULE)
+    (site / "my_rules-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: my-rules\nVersion: 1.0\n"
+    )
+    (site / "my_rules-1.0.dist-info" / "entry_points.txt").write_text(
+        "[matrix.variants]\ngreedy = my_rules:GREEDY\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    assert list(run_variants([])) == [*VARIANT_NAMES, "greedy"]
+    with pytest.raises(VariantLoadError, match=r"'greedy' repeats \(first: entry point greedy"):
+        run_variants(["my_rules:GREEDY"])

@@ -35,7 +35,7 @@ from matrix.adapters.protocol import (
     UnsupportedRelease,
     VersionAdapter,
 )
-from matrix.schema import BuiltInVariant
+from matrix.variant_names import BuiltInVariant
 
 __all__ = [
     "FINISHED",
