@@ -9,7 +9,8 @@ Read top-down, each module one role:
    builds the engine's configs, ``layout`` derives a described model's groups with vLLM's
    code, its ``handle`` steps one real scheduler.
 4. ``harness``: ``run_cell`` plays a case's events at each pool size; ``variants``: the six
-   reservation rules, each installed on one scheduler instance.
+   reservation rules, each installed on one scheduler instance; ``custom_variants``: a
+   user's own, loaded by name; ``devsource``: a user's vLLM checkout or wheel.
 5. ``verdict``: ``judge_cell`` turns per-step snapshots into pass/fail with a diagnosis (pure).
 6. ``report``: cells -> tables and Markdown/JSON reports; ``crossversion``: across releases;
    ``tightness``: a cell's over-reservation.

@@ -7,17 +7,24 @@ import json
 import sys
 from pathlib import Path
 
-from matrix.schema import VARIANT_NAMES
+from matrix.expand import shipped_cases
+from matrix.variant_names import VARIANT_NAMES
 
-DEFAULT_CASES = Path("cases")
+DEFAULT_CASES = shipped_cases()
 REPORTS = Path("reports")
 
 
-def _validate(paths: list[Path]) -> int:
-    from matrix.expand import case_files, cells_from_file
+def _validate(paths: list[Path], references: list[str]) -> int:
+    from matrix.custom_variants import VariantLoadError, run_variants
+    from matrix.expand import NEWEST_SHIPPED, case_files, cells_from_file
     from matrix.loader import CaseFileError, claim_name, read_description
     from matrix.model_schema import is_model_file
 
+    try:
+        variants = tuple(run_variants(references))
+    except VariantLoadError as error:
+        print(f"--variant: {error}")
+        return 2
     # A directory named like a case file is a mistake to report, not a folder to search.
     named = [[p] if p.suffix in (".yaml", ".yml") else case_files(p) for p in paths]
     files = list(dict.fromkeys(f for group in named for f in group))
@@ -29,7 +36,7 @@ def _validate(paths: list[Path]) -> int:
                 read_description(path)
                 print(f"{path}: ok, a model description")
                 continue
-            cells = cells_from_file(path)
+            cells = cells_from_file(path, NEWEST_SHIPPED, variants)
             if cells:
                 claim_name(claimed, cells[0].case.spec.name, path, cells[0].case.line)
         except CaseFileError as error:
@@ -54,7 +61,10 @@ def _run(pytest_args: list[str]) -> int:
         select_adapter()
     except UnsupportedRelease as error:
         print(f"matrix: every cell will skip: {error}", file=sys.stderr)
-    stem = REPORTS / f"vllm-{version}"
+    from matrix.devsource import installed_source
+
+    # A dev build's report never takes the name of the release it may share a version with.
+    stem = REPORTS / f"vllm-{version}{'-dev' if installed_source() else ''}"
     args = [
         str(DEFAULT_CASES),
         "-q",
@@ -119,6 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("pytest_args", nargs=argparse.REMAINDER)
     validate = commands.add_parser("validate", help="check case files without running them")
     validate.add_argument("paths", nargs="*", type=Path, default=[DEFAULT_CASES])
+    validate.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="a variant of your own the cases may name (as pytest's --matrix-variant)",
+    )
     commands.add_parser("schema", help="print the case files' JSON Schema")
     cross = commands.add_parser(
         "crossversion",
@@ -142,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "run":
         return _run([a for a in options.pytest_args if a != "--"])
     if options.command == "validate":
-        return _validate(options.paths)
+        return _validate(options.paths, options.variant)
     if options.command == "crossversion":
         from matrix import crossversion
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from matrix.adapters import RELEASES, release_key, release_of
+from matrix.adapters import RELEASES, nearest_release, release_key, release_of
 from matrix.report import (
     Cell,
     Table,
@@ -31,13 +31,25 @@ class ReportError(Exception):
     """A report file that cannot be used; the message names it."""
 
 
+# The key of a report written on a vLLM from a checkout or a local wheel (its ``source``):
+# it sits beside the releases, whatever version it states, and never replaces one.
+DEV = "dev"
+
+
 @dataclass(frozen=True)
 class ReleaseReport:
-    release: str  # "0.31"
+    release: str  # "0.31", or DEV
     version: str  # as the report states it
     path: Path
     cells: tuple[Cell, ...]
     matrix_digest: str  # the matrix code that wrote it
+    source: str = ""  # a dev build's source, described (see devsource.Source.describe)
+
+    @property
+    def label(self) -> str:
+        return (
+            f"vLLM {self.version} (dev: {self.source})" if self.source else f"vLLM {self.version}"
+        )
 
     @property
     def skipped(self) -> str | None:
@@ -64,14 +76,25 @@ def load_reports(paths: Sequence[Path]) -> dict[str, ReleaseReport]:
         if any("failing_pools" not in c for c in data["cells"]):
             # Without them the fidelity checks would compare defaults: refuse, not pass.
             raise ReportError(f"{path}: written by an older matrix (no failing_pools); rerun it")
-        release = release_of(version)
+        source = _source_text(data.get("source"))
+        release = DEV if source else release_of(version)
         if release in reports:
             raise ReportError(
                 f"{path}: a second report for {release} (first: {reports[release].path})"
             )
         digest = str(data.get("matrix_digest", ""))
-        reports[release] = ReleaseReport(release, version, path, cells, digest)
-    return dict(sorted(reports.items(), key=lambda item: release_key(item[0])))
+        reports[release] = ReleaseReport(release, version, path, cells, digest, source)
+    dev = reports.pop(DEV, None)
+    ordered = dict(sorted(reports.items(), key=lambda item: release_key(item[0])))
+    return {**ordered, DEV: dev} if dev else ordered
+
+
+def _source_text(source: Any) -> str:
+    if not isinstance(source, dict):
+        return ""
+    from matrix.devsource import Source
+
+    return Source(**source).describe()
 
 
 # --- fidelity ------------------------------------------------------------------------------
@@ -84,11 +107,19 @@ class FidelityCheck:
     stock_of: str
 
     def __str__(self) -> str:
+        if self.informational:
+            return f"stock {self.patched_into} against stock {self.stock_of}"
         return f"{self.variant} patched into {self.patched_into} == stock {self.stock_of}"
 
     @property
     def across_releases(self) -> bool:
-        return self.patched_into != self.stock_of
+        return self.patched_into != self.stock_of and not self.informational
+
+    @property
+    def informational(self) -> bool:
+        """A dev build's stock against the release it is driven as: what the build changed,
+        shown case by case, never a failure."""
+        return self.variant == "stock"
 
 
 # The variant each release ships, patched into every release, against that release's stock:
@@ -100,6 +131,22 @@ FIDELITY_CHECKS = tuple(
     for release, shipped in RELEASES.items()
     for other in RELEASES
 )
+
+
+def dev_checks(reports: dict[str, ReleaseReport]) -> tuple[FidelityCheck, ...]:
+    """With a dev report: its stock against the release it is driven as (informational), and
+    each release's variant patched into the dev build against that release's stock (the
+    adapter drives the dev build faithfully)."""
+    dev = reports.get(DEV)
+    if dev is None:
+        return ()
+    informational = FidelityCheck("stock", patched_into=DEV, stock_of=nearest_release(dev.version))
+    patched = (
+        FidelityCheck(shipped.ships, patched_into=DEV, stock_of=release)
+        for release, shipped in RELEASES.items()
+    )
+    return (informational, *patched)
+
 
 # What must be equal: the verdict, the failing pool sizes, the fit, and the diagnosis (which
 # names the free and reserved blocks at the failure).
@@ -188,7 +235,7 @@ def summary_by_release(reports: dict[str, ReleaseReport]) -> Table:
     rows = []
     for report in reports.values():
         cells = report.cells_of("stock").values()
-        row = [f"vLLM {report.version}"]
+        row = [report.label]
         for column in columns:
             members = [c for c in cells if c.column == column]
             row.append(column_verdict(members) if members else "-")
@@ -207,9 +254,14 @@ def _compared(result: FidelityResult) -> str:
     return f"{result.compared} case{plural}{changed}"
 
 
+def _status(result: FidelityResult) -> str:
+    if result.check.informational and result.status == "differs":
+        return "changed"  # the dev build's own change, not a fidelity failure
+    return {"equal": "equal", "differs": "DIFFERS", "not_run": "not run"}[result.status]
+
+
 def _fidelity_line(result: FidelityResult) -> str:
-    word = {"equal": "equal   ", "differs": "DIFFERS ", "not_run": "not run "}[result.status]
-    return f"{word} {result.check}: {_compared(result)}"
+    return f"{_status(result):<8} {result.check}: {_compared(result)}"
 
 
 def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult]) -> str:
@@ -229,7 +281,7 @@ def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult
         "## Fidelity: each patched variant against the release that shipped it",
         "",
     ]
-    rows = [[str(r.check), r.status.replace("_", " "), _compared(r)] for r in results]
+    rows = [[str(r.check), _status(r).lower(), _compared(r)] for r in results]
     parts.append(render_markdown((["check", "result", "cases compared"], rows)))
     differing = [r for r in results if r.differences]
     if differing:
@@ -273,7 +325,8 @@ def main(paths: Sequence[Path], out: Path) -> int:
     if not reports:
         print(f"matrix crossversion: no vllm-*.json reports in {', '.join(map(str, paths))}")
         return 2
-    results = [check_fidelity(check, reports) for check in FIDELITY_CHECKS]
+    checks = (*FIDELITY_CHECKS, *dev_checks(reports))
+    results = [check_fidelity(check, reports) for check in checks]
     print(render_text(summary_by_release(reports)))
     print()
     print(render_text(cases_by_release(reports)))
@@ -292,7 +345,11 @@ def main(paths: Sequence[Path], out: Path) -> int:
         for r in reports.values()
         if r.skipped
     ]
-    problems += [f"{r.check}: differs" for r in results if r.status == "differs"]
+    problems += [
+        f"{r.check}: differs"
+        for r in results
+        if r.status == "differs" and not r.check.informational
+    ]
     if not any(r.status != "not_run" and r.check.across_releases for r in results):
         problems.append("no check across two releases could run (each needs both reports)")
     for problem in problems:

@@ -17,7 +17,9 @@ from typing import Any
 from matrix.adapters import shipped_variant
 from matrix.loader import CaseFileError, LoadedDocument, Location, read_document, validate
 from matrix.model_schema import DESCRIPTIONS_FOLDER, is_model_file
-from matrix.schema import VARIANT_NAMES, Axis, CaseFile, Expectation, VariantName
+from matrix.schema import Axis, CaseFile, Expectation
+from matrix.shipped import shipped_cases as shipped_cases
+from matrix.variant_names import VARIANT_NAMES, BuiltInVariant
 
 
 @dataclass(frozen=True)
@@ -51,11 +53,11 @@ class CellSpec:
     """A case run under one reservation variant: one test, one cell of the results table."""
 
     case: Case
-    variant: VariantName
-    ships: VariantName  # the variant the installed release's stock reservation is
+    variant: str  # a built-in variant or one the run loaded (matrix/custom_variants.py)
+    ships: BuiltInVariant  # the variant the installed release's stock reservation is
 
     @property
-    def judged_as(self) -> VariantName:
+    def judged_as(self) -> str:
         """The variant whose expectation this cell is held to. Stock, unless the case states
         its own, must behave exactly like the variant its release ships: on 0.31 a case's
         ``original`` expectation applies to stock too."""
@@ -119,26 +121,31 @@ def _place(data: dict[str, Any], dotted: str) -> tuple[Any, str | int]:
 
 
 def _expectation_lines(
-    document: LoadedDocument, axis_lines: dict[Location, int]
+    document: LoadedDocument, axis_lines: dict[Location, int], spec: CaseFile
 ) -> tuple[tuple[str, int], ...]:
     def line(key: str) -> int | None:
         return axis_lines.get(("expect", key), document.lines.get(("expect", key)))
 
     default = line("default")
-    found = ((variant, line(variant) or default) for variant in VARIANT_NAMES)
+    found: list[tuple[str, int | None]] = [(v, line(v) or default) for v in VARIANT_NAMES]
+    # A user's variant is held to its own expect entry only (see CaseFile.expectation_for).
+    found += [(key, line(key)) for key in spec.expect if key not in (*VARIANT_NAMES, "default")]
     return tuple((variant, at) for variant, at in found if at is not None)
 
 
-def expand_document(document: LoadedDocument) -> list[Case]:
+def expand_document(
+    document: LoadedDocument, variants: tuple[str, ...] = VARIANT_NAMES
+) -> list[Case]:
     """A case file's cases: one per combination of its matrix axes (or itself without axes),
-    each validated; raises :class:`CaseFileError` at the line of what is wrong."""
-    base = validate(document)
+    each validated against the run's ``variants``; raises :class:`CaseFileError` at the line
+    of what is wrong."""
+    base = validate(document, variants=variants)
     if not base.matrix:
-        lines = _expectation_lines(document, {})
+        lines = _expectation_lines(document, {}, base)
         return [Case(base.name, document.path, document.line_of(("name",)), base, lines)]
     axes = list(base.matrix.items())
     points = itertools.product(*(_axis_points(name, axis, document) for name, axis in axes))
-    return [_case_at(document, base.name, axes, combination) for combination in points]
+    return [_case_at(document, base.name, axes, combination, variants) for combination in points]
 
 
 def _case_at(
@@ -146,6 +153,7 @@ def _case_at(
     name: str,
     axes: list[tuple[str, Axis]],
     combination: tuple[AxisPoint, ...],
+    variants: tuple[str, ...],
 ) -> Case:
     """The case at one combination of axis values: the file's data with each axis's places
     set, validated, its errors placed at the axis value that set the offending place."""
@@ -170,20 +178,22 @@ def _case_at(
         for (axis_name, _), (label, _, _) in zip(axes, combination, strict=True)
     )
     try:
-        spec = validate(document, data, axis_lines)
+        spec = validate(document, data, axis_lines, variants)
     except CaseFileError as error:
         raise CaseFileError(error.path, error.line, f"[{labels}] {error.message}") from None
-    lines = _expectation_lines(document, axis_lines)
+    lines = _expectation_lines(document, axis_lines, spec)
     return Case(f"{name}[{labels}]", document.path, document.line_of(("name",)), spec, lines)
 
 
 # What the newest known release ships. Whatever judges cells passes the installed release's
 # instead (adapters.shipped_variant); the default serves ids, lines and validation.
-NEWEST_SHIPPED: VariantName = shipped_variant(None)
+NEWEST_SHIPPED: BuiltInVariant = shipped_variant(None)
 
 
-def cells_for_case(case: Case, ships: VariantName = NEWEST_SHIPPED) -> list[CellSpec]:
-    return [CellSpec(case, variant, ships) for variant in case.spec.variants]
+def cells_for_case(
+    case: Case, ships: BuiltInVariant = NEWEST_SHIPPED, variants: tuple[str, ...] = VARIANT_NAMES
+) -> list[CellSpec]:
+    return [CellSpec(case, variant, ships) for variant in case.spec.runs_variants(variants)]
 
 
 CASE_SUFFIXES = (".yaml", ".yml")
@@ -198,7 +208,14 @@ def case_files(path: Path) -> list[Path]:
     return sorted(f for f in found if not is_model_file(f) or path.name == DESCRIPTIONS_FOLDER)
 
 
-def cells_from_file(path: Path, ships: VariantName = NEWEST_SHIPPED) -> list[CellSpec]:
-    """All cells of one case file, in a stable order. Raises :class:`CaseFileError`."""
+def cells_from_file(
+    path: Path, ships: BuiltInVariant = NEWEST_SHIPPED, variants: tuple[str, ...] = VARIANT_NAMES
+) -> list[CellSpec]:
+    """All cells of one case file under the run's ``variants`` (the built-ins and any the run
+    loaded), in a stable order. Raises :class:`CaseFileError`."""
     document = read_document(path)
-    return [cell for case in expand_document(document) for cell in cells_for_case(case, ships)]
+    return [
+        cell
+        for case in expand_document(document, variants)
+        for cell in cells_for_case(case, ships, variants)
+    ]

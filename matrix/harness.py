@@ -34,7 +34,7 @@ from matrix.schema import (
     StateName,
     StepEvent,
 )
-from matrix.variants import VARIANTS
+from matrix.variants import VARIANTS, Variant
 from matrix.verdict import (
     CellVerdict,
     RunOutcome,
@@ -163,12 +163,18 @@ def play(scenario: Scenario, events: list[Event]) -> tuple[StopReason, str]:
 
 
 def run_scenario(
-    adapter: VersionAdapter, case: CaseFile, variant: str, pool: int, deadline: float = math.inf
+    adapter: VersionAdapter,
+    case: CaseFile,
+    variant: Variant | str,
+    pool: int,
+    deadline: float = math.inf,
 ) -> RunTrace:
+    """One run at one pool size; ``variant`` is a built-in's name or any :class:`Variant`."""
+    rule = VARIANTS[variant] if isinstance(variant, str) else variant
     scenario: Scenario | None = None
     try:
         handle = adapter.build(case, pool)
-        VARIANTS[variant].apply(handle)
+        rule.apply(handle)
         for request in case.requests:
             handle.add_request(request)
         scenario = Scenario(handle, deadline=deadline)
@@ -240,8 +246,12 @@ def pool_sizes(case: CaseFile, fit: int | None = None) -> list[int]:
     return list(range(case.pool.start, case.pool.stop + 1))
 
 
-def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
-    """Runs one cell at every pool size of its case and judges it against the case's fit."""
+def run_cell(
+    adapter: VersionAdapter, cell: CellSpec, variant: Variant | None = None
+) -> CellVerdict:
+    """Runs one cell at every pool size of its case and judges it against the case's fit.
+    ``variant`` is the cell's variant when it is not a built-in (a user's, loaded by the run).
+    """
     # One deadline for the whole cell: a case that somehow runs for minutes fails saying where
     # it was, and the session goes on with the next cell.
     deadline = clock() + cell.case.spec.limit("seconds")
@@ -256,7 +266,7 @@ def run_cell(adapter: VersionAdapter, cell: CellSpec) -> CellVerdict:
     outcomes: list[RunOutcome] = []
     for pool in pool_sizes(case, fit):
         try:
-            trace = run_scenario(adapter, case, cell.variant, pool, deadline)
+            trace = run_scenario(adapter, case, variant or cell.variant, pool, deadline)
         except CellTimeout as timeout:
             return _timed_out(cell, f"pool {pool}", timeout, fit, outcomes, pool)
         outcomes.append(classify_run(trace))

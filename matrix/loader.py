@@ -21,6 +21,7 @@ from pydantic_core import ErrorDetails
 from matrix.limits import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 from matrix.model_schema import ModelDescription, description_path
 from matrix.schema import CaseFile, PlacedError
+from matrix.variant_names import VARIANT_NAMES, variant_context
 
 Location = tuple[str | int, ...]
 
@@ -275,13 +276,17 @@ def describe_validation_error(
 
 
 def validate(
-    document: LoadedDocument, data: Any | None = None, axis_lines: dict[Location, int] | None = None
+    document: LoadedDocument,
+    data: Any | None = None,
+    axis_lines: dict[Location, int] | None = None,
+    variants: tuple[str, ...] = VARIANT_NAMES,
 ) -> CaseFile:
-    """Validates ``data`` (the document's own, or an expanded copy of it) as a case."""
+    """Validates ``data`` (the document's own, or an expanded copy of it) as a case whose
+    ``expect`` and ``variants`` may name any of ``variants``."""
     payload = document.data if data is None else data
     payload = _with_description(document, payload, axis_lines or {})
     try:
-        return CaseFile.model_validate(payload)
+        return CaseFile.model_validate(payload, context=variant_context(variants))
     except ValidationError as error:
         raise describe_validation_error(error, document, payload, axis_lines) from None
 

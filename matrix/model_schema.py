@@ -12,13 +12,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from matrix.shipped import shipped_cases
+
 # The engine's HF config directories (a tiny config.json each, for vLLM's ModelConfig).
 ENGINE_CONFIGS = Path(__file__).resolve().parent / "models"
 ENGINE_CONFIG_DEFAULT = "llama-tiny"
 # Model descriptions live in a folder of this name beside the cases that use them; the shipped
 # ones in the repository's cases/models/. A YAML file in such a folder is never a case.
 DESCRIPTIONS_FOLDER = "models"
-SHIPPED_DESCRIPTIONS = Path(__file__).resolve().parent.parent / "cases" / DESCRIPTIONS_FOLDER
+SHIPPED_DESCRIPTIONS = shipped_cases() / DESCRIPTIONS_FOLDER
 
 
 def model_directory(model: str) -> Path | None:

@@ -12,13 +12,15 @@ from typing import Any
 
 import pytest
 
-from matrix.adapters import VersionAdapter, installed_vllm_version, shipped_variant
-from matrix.expand import CASE_SUFFIXES, CellSpec, cells_from_file
+from matrix.adapters import VersionAdapter
+from matrix.custom_variants import VariantLoadError, run_variants
+from matrix.expand import CASE_SUFFIXES, CellSpec, cells_from_file, shipped_cases
 from matrix.loader import CaseFileError, claim_name
 from matrix.model_schema import is_model_file
 from matrix.report import (
     Cell,
     case_table,
+    expected_stock,
     make_cell,
     mismatches,
     models_table,
@@ -29,7 +31,8 @@ from matrix.report import (
     tightness_table,
     write_report,
 )
-from matrix.schema import VARIANT_NAMES, VariantName
+from matrix.variant_names import BuiltInVariant
+from matrix.variants import Variant
 
 CELL_PROPERTY = "matrix_cell"
 cells_key = pytest.StashKey[list[Cell]]()
@@ -37,8 +40,10 @@ cells_key = pytest.StashKey[list[Cell]]()
 # at the first cell, so collection never imports vLLM).
 adapter_key = pytest.StashKey[VersionAdapter]()
 # The variant the installed release ships, read once from its version (no vLLM import).
-ships_key = pytest.StashKey[VariantName]()
+ships_key = pytest.StashKey[BuiltInVariant]()
 names_key = pytest.StashKey[dict[str, tuple[Path, str]]]()  # case name -> its first file
+# The run's variants by name: the built-ins, then the user's (entry points, --matrix-variant).
+variants_key = pytest.StashKey[dict[str, Variant]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,6 +61,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="IDS",
         help="comma-separated GPU ids; each xdist worker is pinned to one of them "
         "(default: CUDA_VISIBLE_DEVICES when it lists several)",
+    )
+    group.addoption(
+        "--matrix-variant",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="also run a reservation variant of your own: package.module:NAME or "
+        "path/to/file.py:NAME (docs/variants.md); repeatable",
+    )
+    group.addoption(
+        "--matrix-cases",
+        action="store_true",
+        default=False,
+        help="run the shipped cases (from the installed package), beside any paths given",
     )
     parser.addini(
         "matrix_cases",
@@ -77,18 +96,34 @@ def gpu_for_worker(worker_id: str | None, gpus: str | None) -> str | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "matrix: a vLLM KV reservation matrix cell")
-    for variant in VARIANT_NAMES:
+    # Loaded here (in every xdist worker too), before collection; a variant module imports
+    # matrix.variants, never vLLM, so this stays free of torch.
+    try:
+        config.stash[variants_key] = run_variants(config.getoption("matrix_variant"))
+    except VariantLoadError as error:
+        raise pytest.UsageError(f"--matrix-variant: {error}") from None
+    for variant in config.stash[variants_key]:
         config.addinivalue_line("markers", f"{variant}: a matrix cell of the {variant} variant")
+    if config.getoption("matrix_cases"):
+        _add_shipped_cases(config)
     for path in config.getoption("matrix_report"):
         if Path(path).suffix not in (".md", ".json"):
             raise pytest.UsageError(f"--matrix-report {path}: use a .md or .json file name")
     config.stash[cells_key] = []
-    config.stash[ships_key] = shipped_variant(installed_vllm_version())
+    config.stash[ships_key] = expected_stock()
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
     gpus = config.getoption("matrix_gpus") or os.environ.get("CUDA_VISIBLE_DEVICES")
     pinned = gpu_for_worker(os.environ.get("PYTEST_XDIST_WORKER"), gpus)
     if pinned is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = pinned
+
+
+def _add_shipped_cases(config: pytest.Config) -> None:
+    """``--matrix-cases``: the shipped cases join the paths named on the command line, or
+    replace pytest's default (testpaths or the current directory) when none was named."""
+    shipped = str(shipped_cases())
+    named = config.args_source == pytest.Config.ArgsSource.ARGS
+    config.args[:] = [*config.args, shipped] if named else [shipped]
 
 
 def _named_paths(config: pytest.Config) -> list[Path]:
@@ -132,7 +167,9 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
 class CaseFileCollector(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         try:
-            cells = cells_from_file(self.path, self.config.stash[ships_key])
+            run_variants_by_name = self.config.stash[variants_key]
+            variants = tuple(run_variants_by_name)
+            cells = cells_from_file(self.path, self.config.stash[ships_key], variants)
             if cells:
                 names = self.config.stash.setdefault(names_key, {})
                 claim_name(names, cells[0].case.spec.name, self.path, cells[0].case.line)
@@ -194,7 +231,8 @@ class CellItem(pytest.Item):
             self.user_properties.append((CELL_PROPERTY, make_cell(self.spec, missing).to_dict()))
             # Reported at the case's line (-rs), as pytest reports a skip marker.
             raise pytest.skip.Exception(missing, _use_item_location=True)
-        verdict = run_cell(self.config.stash[adapter_key], self.spec)
+        variant = self.config.stash[variants_key][self.spec.variant]
+        verdict = run_cell(self.config.stash[adapter_key], self.spec, variant)
         cell = make_cell(self.spec, verdict)
         self.user_properties.append((CELL_PROPERTY, cell.to_dict()))
         if not cell.as_expected:
@@ -241,6 +279,8 @@ def pytest_terminal_summary(
     info = run_info()
     write = terminalreporter.write_line
     terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
+    if info.source:
+        write(f"vLLM from the {info.source.describe()}")
     if any(cell.column for cell in cells):
         write(render_text(summary_table(cells)))
         write("")

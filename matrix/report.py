@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from matrix.adapters import installed_vllm_version, release_label, shipped_variant
+from matrix.devsource import Source, installed_source
 from matrix.expand import CellSpec
-from matrix.schema import VARIANT_NAMES
 from matrix.tightness import over_reservation, tightness_label
+from matrix.variant_names import VARIANT_NAMES, BuiltInVariant
 from matrix.verdict import CellVerdict, RunKind, expectation_met
 
 Observed = Literal["pass", "fail", "skip"]
@@ -240,6 +241,9 @@ class RunInfo:
     vllm_version: str | None
     ships: str | None = None  # the variant the release's stock reservation is
     matrix_digest: str = ""  # the matrix code that wrote the report (see matrix_digest)
+    # A vLLM installed from a checkout or a local wheel (a dev build); None for a release from
+    # a package index, and then absent from the JSON, as in reports written before it existed.
+    source: Source | None = None
 
 
 def matrix_digest() -> str:
@@ -253,17 +257,24 @@ def matrix_digest() -> str:
     return digest.hexdigest()[:12]
 
 
+def expected_stock() -> BuiltInVariant:
+    """The variant stock is held to on the installed vLLM (see ``shipped_variant``)."""
+    return shipped_variant(installed_vllm_version(), dev_build=installed_source() is not None)
+
+
 def run_info() -> RunInfo:
     """What the report says of the installed vLLM, from its version alone: under xdist the
     controller never imports vLLM."""
     version = installed_vllm_version()
     if version is None:
         return RunInfo(None, matrix_digest=matrix_digest())
-    return RunInfo(release_label(version), shipped_variant(version), matrix_digest())
+    return RunInfo(release_label(version), expected_stock(), matrix_digest(), installed_source())
 
 
 def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:
     parts = [f"# KV reservation matrix on vLLM {info.vllm_version or 'unknown'}", ""]
+    if info.source:
+        parts += [f"vLLM from the {info.source.describe()}.", ""]
     if info.ships:
         parts += [f"Stock on this release is expected to behave like `{info.ships}`.", ""]
     if any(cell.column for cell in cells):
@@ -299,8 +310,11 @@ def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:
 def json_report(cells: Sequence[Cell], info: RunInfo) -> dict[str, Any]:
     header, rows = tightness_table(cells)
     tightness = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows}
+    info_fields = asdict(info)
+    if info.source is None:  # release reports keep the shape they had before dev builds
+        del info_fields["source"]
     return {
-        **asdict(info),
+        **info_fields,
         "cells": [c.to_dict() for c in sort_cells(cells)],
         "tightness": tightness,
     }

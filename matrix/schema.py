@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    model_validator,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 from matrix.limits import LIMITS, excess
@@ -23,14 +30,13 @@ from matrix.model_schema import (
     pool_kind,
 )
 from matrix.model_schema import PlacedError as PlacedError  # the loader reports it at its place
+from matrix.variant_names import VARIANT_NAMES, VariantName, known_variants, unknown_variant
 
 
 class Strict(BaseModel):
     model_config = STRICT
 
 
-VariantName = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
-VARIANT_NAMES: tuple[VariantName, ...] = get_args(VariantName)
 # How a run can fail (matrix/verdict.py says what each means). A case may pin one as the
 # expectation for a variant, to say *how* it must fail.
 FailureKind = Literal[
@@ -39,7 +45,7 @@ FailureKind = Literal[
 Expectation = Literal["pass", "fail", FailureKind]
 # A request's state in the words of a step's ``expect`` (see StateExpectation).
 StateName = Literal["waiting", "loading", "loaded", "running", "preempted", "finished"]
-ExpectKey = Literal["default", VariantName]
+ExpectKey = Literal["default"] | VariantName
 
 
 GroupKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
@@ -250,6 +256,7 @@ class CaseFile(Strict):
     # fit plus this. The fix's margin rounds up per group, so a prompt that ends far from a
     # block boundary is refused at its exact fit by every margin variant; say so here.
     fit_slack: Annotated[int, Field(ge=0, le=64)] = 0
+    # Every variant of the run (the built-ins and any loaded), unless the case names its own.
     variants: Annotated[list[VariantName], Field(min_length=1)] = list(VARIANT_NAMES)
     matrix: dict[str, Axis] = {}
     # Raises bounds of matrix/limits.py for this case, explicitly: {pool: 200000, ...}.
@@ -306,5 +313,24 @@ class CaseFile(Strict):
                 raise PlacedError(("variants", index), f"variant '{variant}' repeats")
         return self
 
-    def expectation_for(self, variant: VariantName) -> Expectation:
-        return self.expect.get(variant, self.expect.get("default", "pass"))
+    @model_validator(mode="after")
+    def _known_variants(self, info: ValidationInfo) -> CaseFile:
+        known = known_variants(info.context)
+        for key in self.expect:
+            if key != "default" and key not in known:
+                raise PlacedError(("expect", key), unknown_variant(key, known))
+        for index, variant in enumerate(self.variants):
+            if variant not in known:
+                raise PlacedError(("variants", index), unknown_variant(variant, known))
+        return self
+
+    def runs_variants(self, known: tuple[str, ...]) -> list[str]:
+        """The variants this case runs: those it names, else every variant of the run."""
+        return list(self.variants) if "variants" in self.model_fields_set else list(known)
+
+    def expectation_for(self, variant: str) -> Expectation:
+        """A built-in variant falls back to ``expect.default``; a user's variant that the case
+        does not name is expected to pass (``default`` was written for the built-ins)."""
+        if variant in self.expect or variant not in VARIANT_NAMES:
+            return self.expect.get(variant, "pass")
+        return self.expect.get("default", "pass")

@@ -21,14 +21,19 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
 from matrix.adapters import Geometry, SchedulerHandle
-from matrix.schema import VARIANT_NAMES
+from matrix.variant_names import VARIANT_NAMES
 
 
-def _ceil_div(numerator: int, denominator: int) -> int:
+def ceil_div(numerator: int, denominator: int) -> int:
     return -(-numerator // denominator)
 
 
 class Variant(Protocol):
+    """A reservation rule. ``apply`` is called once per scheduler instance, after it is built
+    and before any request arrives; it may read ``handle.geometry()`` and call
+    ``handle.install_reservation(...)`` (the contract: docs/variants.md). A user's own
+    variants implement this too (see ``custom_variants``)."""
+
     @property
     def name(self) -> str: ...
 
@@ -61,12 +66,12 @@ class Reservation:
 
 
 def _original(g: Geometry) -> int:
-    return _ceil_div(g.spec_step_tokens, g.scheduler_block_size)
+    return ceil_div(g.spec_step_tokens, g.scheduler_block_size)
 
 
 def _per_group(g: Geometry, include_mamba: bool) -> int:
     return sum(
-        _ceil_div(g.spec_step_tokens, group.block_size)
+        ceil_div(g.spec_step_tokens, group.block_size)
         for group in g.groups
         if include_mamba or not group.is_mamba
     )

@@ -14,6 +14,7 @@ from matrix.crossversion import (
     ReportError,
     cases_by_release,
     check_fidelity,
+    dev_checks,
     load_reports,
     main,
     summary_by_release,
@@ -173,3 +174,25 @@ def test_a_release_that_skipped_every_cell_fails(
     write(reports, "0.30.0", [skipped])
     assert main([reports], tmp_path / "out") == 1
     assert "every cell of vLLM 0.30.0 skipped: lacks X" in capsys.readouterr().out
+
+
+def test_a_dev_report_sits_beside_the_release_it_shares_a_version_with(reports: Path) -> None:
+    source = {"path": "/src/vllm", "kind": "checkout", "commit": "abc123", "dirty": True}
+    stall = {"kind": "stall", "pools": (10,)}
+    dev_cells = [cell("multi", "stock", **stall), cell("single", "stock")]
+    dev_cells += [cell("multi", "original", **stall), cell("single", "original")]
+    data = {"vllm_version": "0.33.0", "matrix_digest": "code1", "cells": dev_cells}
+    (reports / "vllm-0.33.0-dev.json").write_text(json.dumps({**data, "source": source}))
+    loaded = load_reports([reports])
+    assert list(loaded) == ["0.31", "0.33", "dev"]
+    assert summary_by_release(loaded)[1][-1][0].startswith("vLLM 0.33.0 (dev: checkout /src/vllm")
+    assert cases_by_release(loaded)[0] == ["case", "0.31", "0.33", "dev"]
+    checks = {str(c): c for c in dev_checks(loaded)}
+    against = check_fidelity(checks["stock dev against stock 0.33"], loaded)
+    assert against.status == "differs" and against.differences[0].startswith("multi:")
+    # The dev build's change is shown, not failed; the variants patched into it still match.
+    assert check_fidelity(checks["original patched into dev == stock 0.31"], loaded).status == (
+        "equal"
+    )
+    assert main([reports], reports / "out") == 0
+    assert "changed" in (reports / "out" / "cross-version.md").read_text()

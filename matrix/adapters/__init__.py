@@ -35,7 +35,7 @@ from matrix.adapters.protocol import (
     UnsupportedRelease,
     VersionAdapter,
 )
-from matrix.schema import VariantName
+from matrix.variant_names import BuiltInVariant
 
 __all__ = [
     "FINISHED",
@@ -79,7 +79,7 @@ class Requirement:
 @dataclass(frozen=True)
 class Release:
     adapter: str  # "module:class"
-    ships: VariantName  # the variant this release's stock reservation is (see variants.py)
+    ships: BuiltInVariant  # the variant this release's stock reservation is (see variants.py)
 
 
 # Known releases (major.minor), oldest first. Each adapter subclasses the previous one and
@@ -120,12 +120,13 @@ def nearest_release(version: str) -> str:
     return older[-1] if older else known[0]
 
 
-def shipped_variant(version: str | None) -> VariantName:
+def shipped_variant(version: str | None, dev_build: bool = False) -> BuiltInVariant:
     """The variant the installed release ships as its stock reservation; stock is expected to
     behave exactly like it. Read from the version alone, without importing vLLM. Without vLLM
-    nothing runs, and the newest release's is as good as any."""
+    nothing runs, and the newest release's is as good as any. A dev build (a checkout or a
+    local wheel) is held to the newest release's: a branch is expected to keep the fix."""
     newest = max(RELEASES, key=release_key)
-    return RELEASES[nearest_release(version or newest)].ships
+    return RELEASES[newest if dev_build else nearest_release(version or newest)].ships
 
 
 def release_label(version: str) -> str:

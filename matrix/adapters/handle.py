@@ -8,6 +8,7 @@ and each release's module (``v0_30`` ...) implements them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from vllm.sampling_params import SamplingParams
@@ -191,7 +192,11 @@ class Handle:
         return blocks
 
     def install_reservation(
-        self, admission_margin: int, per_request_margin: int, spec_tokens_through_coordinator: bool
+        self,
+        admission_margin: int,
+        per_request_margin: int,
+        spec_tokens_through_coordinator: bool,
+        admission_margin_for: Callable[[int], int] | None = None,
     ) -> None:
         scheduler = self.scheduler
 
@@ -205,6 +210,23 @@ class Handle:
         # Instance attributes shadow the class's, so only this scheduler sees the variant.
         self.drop_stock_margin()
         scheduler._inflight_prefill_reserved_blocks = reserved_for_inflight_loads
+        if admission_margin_for is not None:
+            self._reserve_per_admission(admission_margin_for)
+
+    def _reserve_per_admission(self, margin_for: Callable[[int], int]) -> None:
+        """Adds ``margin_for(prompt tokens)`` to an async-load admission's reservation: the
+        scheduler computes the reservation without the admitting request, and hands both to
+        ``allocate_slots``, an async load with ``delay_cache_blocks`` set."""
+        manager = self.scheduler.kv_cache_manager
+        allocate = manager.allocate_slots
+
+        def allocate_slots(request: Any, *args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("delay_cache_blocks"):
+                reserved = kwargs.get("reserved_blocks", 0)
+                kwargs["reserved_blocks"] = reserved + margin_for(request.num_tokens)
+            return allocate(request, *args, **kwargs)
+
+        manager.allocate_slots = allocate_slots
 
     # What releases changed; each release's module implements these.
 

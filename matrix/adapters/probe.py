@@ -9,6 +9,7 @@ from typing import Any
 
 from vllm.config import CacheConfig
 from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
+from vllm.v1.core.kv_cache_manager import KVCacheManager
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
@@ -52,6 +53,11 @@ SHARED_REQUIREMENTS = (
             *("total_computed_tokens", "num_local_computed_tokens", "num_tokens_main_model"),
             "apply_admission_cap",
         ),
+    ),
+    Requirement(
+        "KVCacheManager.allocate_slots(reserved_blocks=..., delay_cache_blocks=...) (where a "
+        "per-admission margin is added; see Handle.install_reservation)",
+        lambda: accepts(KVCacheManager.allocate_slots, "reserved_blocks", "delay_cache_blocks"),
     ),
     Requirement(
         "ModelRunnerOutput(req_ids, req_id_to_index, sampled_token_ids, kv_connector_output)",

@@ -3,6 +3,7 @@ data they exchange. No vLLM here: the verdict and report work on these records a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -77,9 +78,18 @@ class SchedulerHandle(Protocol):
     def state(self) -> SchedulerState: ...
 
     def install_reservation(
-        self, admission_margin: int, per_request_margin: int, spec_tokens_through_coordinator: bool
+        self,
+        admission_margin: int,
+        per_request_margin: int,
+        spec_tokens_through_coordinator: bool,
+        admission_margin_for: Callable[[int], int] | None = None,
     ) -> None:
-        """Replace this instance's async-load reservation (never the class's)."""
+        """Replace this instance's async-load reservation (never the class's): an admission
+        keeps free what in-flight loads still need (their remaining blocks, with their first
+        speculative step through the coordinator when ``spec_tokens_through_coordinator``,
+        plus ``per_request_margin`` each), plus ``admission_margin``, plus
+        ``admission_margin_for(the admitting request's prompt tokens)`` when given. The
+        contract user variants rely on: docs/variants.md."""
         ...
 
 
