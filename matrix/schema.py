@@ -9,15 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Discriminator,
-    Field,
-    Tag,
-    field_validator,
-    model_validator,
+from pydantic import BaseModel, Discriminator, Field, Tag, field_validator, model_validator
+
+from matrix.engine_schema import (
+    STRICT,
+    AbortEvent,
+    Accept,
+    Engine,
+    FailLoadEvent,
+    Prefix,
+    check_engine_rules,
+    named_requests,
 )
+from matrix.engine_schema import PlacedError as PlacedError  # where the loader looks for it
 
 SHIPPED_MODELS = Path(__file__).resolve().parent / "models"
 
@@ -30,31 +34,21 @@ def model_directory(model: str) -> Path | None:
     return None
 
 
+class Strict(BaseModel):
+    model_config = STRICT
+
+
 VariantName = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
 VARIANT_NAMES: tuple[VariantName, ...] = get_args(VariantName)
 # How a run can fail (matrix/verdict.py says what each means). A case may pin one as the
 # expectation for a variant, to say *how* it must fail.
 FailureKind = Literal[
-    "stall", "not_admitted", "preempted", "step_bound", "stuck", "expectation", "error"
+    "stall", "not_admitted", "preempted", "step_bound", "stuck", "expectation", "leak", "error"
 ]
 Expectation = Literal["pass", "fail", FailureKind]
 # A request's state in the words of a step's ``expect`` (see StateExpectation).
 StateName = Literal["waiting", "loading", "loaded", "running", "preempted", "finished"]
 ExpectKey = Literal["default", VariantName]
-
-
-class PlacedError(ValueError):
-    """A rule that spans several fields, with the place in the case that breaks it, so the
-    loader can name that line rather than the case's first."""
-
-    def __init__(self, location: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.location = location
-
-
-class Strict(BaseModel):
-    # YAML already gives typed values: "16" or true where a number belongs is a mistake.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Group(Strict):
@@ -95,6 +89,7 @@ class Speculative(Strict):
     method: Literal["ngram", "eagle", "draft_model"]
     num_tokens: Annotated[int, Field(ge=1, le=16)]
     lookahead: Annotated[int, Field(ge=0)] | None = None
+    accept: Accept = "all"  # accepted drafts per decode step (see engine_schema.Accept)
 
 
 class PoolSweep(Strict):
@@ -117,6 +112,10 @@ class RequestSpec(Strict):
     prompt: Annotated[int, Field(gt=0)]
     async_load: bool = True
     max_tokens: Annotated[int, Field(gt=0)] = 4
+    prefix: Prefix | None = None
+    # During ``run``, the remote side completes this request's load so many steps after
+    # its admission.
+    complete_load_after: Annotated[int, Field(ge=1, le=1000)] = 1
 
 
 class StateExpectation(Strict):
@@ -169,30 +168,29 @@ class RunEvent(Strict):
     run: RunBound
 
 
+_EVENT_KEYS = ("complete_load", "abort", "fail_load", "run", "step")
+
+
 def _event_kind(value: Any) -> str | None:
     if isinstance(value, dict):
-        for key in ("complete_load", "run", "step"):
-            if key in value:
-                return key
-        if "expect" in value:
-            return "step"
-        return None
-    if isinstance(value, StepEvent):
-        return "step"
-    if isinstance(value, CompleteLoadEvent):
-        return "complete_load"
-    return "run" if isinstance(value, RunEvent) else None
+        keys = [key for key in _EVENT_KEYS if key in value]
+        return keys[0] if keys else ("step" if "expect" in value else None)
+    models: tuple[type, ...] = (CompleteLoadEvent, AbortEvent, FailLoadEvent, RunEvent, StepEvent)
+    kinds: dict[type, str] = dict(zip(models, _EVENT_KEYS, strict=True))
+    return kinds.get(type(value))
 
 
 # Tagged by the key an event starts with, so a mistake is reported against that kind of event.
 Event = Annotated[
     Annotated[StepEvent, Tag("step")]
     | Annotated[CompleteLoadEvent, Tag("complete_load")]
+    | Annotated[AbortEvent, Tag("abort")]
+    | Annotated[FailLoadEvent, Tag("fail_load")]
     | Annotated[RunEvent, Tag("run")],
     Discriminator(
         _event_kind,
         custom_error_type="event_kind",
-        custom_error_message="an event is one of step:, complete_load: or run:",
+        custom_error_message="an event is one of step:, complete_load:, abort:, fail_load: or run:",
     ),
 ]
 
@@ -240,6 +238,7 @@ class CaseFile(Strict):
     max_model_len: Annotated[int, Field(ge=16)] = 1024
     groups: Annotated[list[Group], Field(min_length=1)]
     speculative: Speculative | None = None
+    engine: Engine = Engine()
     pool: Annotated[int, Field(ge=2)] | PoolSweep
     requests: Annotated[list[RequestSpec], Field(min_length=1)]
     events: list[Event] = [RunEvent(run=RunBound())]
@@ -282,7 +281,7 @@ class CaseFile(Strict):
         for index, event in enumerate(self.events):
             if isinstance(event, RunEvent) and index < len(self.events) - 1:
                 raise PlacedError(("events", index), "'run' ends a scenario: it must come last")
-            named: set[str] = set()
+            named: set[str] = set(named_requests(event))
             if isinstance(event, CompleteLoadEvent):
                 named = set(event.complete_load)
             elif isinstance(event, StepEvent) and event.expect is not None:
@@ -290,6 +289,7 @@ class CaseFile(Strict):
             unknown = sorted(named - seen)
             if unknown:
                 raise PlacedError(("events", index), f"unknown requests: {', '.join(unknown)}")
+        check_engine_rules(self)
         for index, variant in enumerate(self.variants):
             if variant in self.variants[:index]:
                 raise PlacedError(("variants", index), f"variant '{variant}' repeats")

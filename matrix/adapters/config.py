@@ -58,9 +58,39 @@ def _cache_block_size(case: CaseFile) -> int:
 
 
 def _prefix_caching(case: CaseFile) -> bool:
+    if case.engine.enable_prefix_caching is not None:
+        return case.engine.enable_prefix_caching
     # A Mamba group in mode "none" runs with prefix caching off in real engines (0.33 asserts
     # it); the same set-up on every release keeps the releases comparable.
     return not any(g.kind == "mamba" and g.mamba_mode == "none" for g in case.groups)
+
+
+def _scheduler_settings(case: CaseFile) -> dict[str, Any]:
+    """``SchedulerConfig`` arguments: the harness defaults, overridden by ``engine:``."""
+    engine = case.engine
+    settings: dict[str, Any] = {
+        "max_num_seqs": 16,
+        "max_num_batched_tokens": max(2048, case.max_model_len),
+        "async_scheduling": False,
+    }
+    chosen = {
+        "max_num_seqs": engine.max_num_seqs,
+        "max_num_batched_tokens": engine.max_num_batched_tokens,
+        "enable_chunked_prefill": engine.enable_chunked_prefill,
+        "async_scheduling": engine.async_scheduling,
+    }
+    settings.update({key: value for key, value in chosen.items() if value is not None})
+    return settings
+
+
+def _transfer_settings(case: CaseFile) -> dict[str, Any]:
+    """``KVTransferConfig`` arguments: NIXL as a consumer, overridden by ``engine:``."""
+    settings: dict[str, Any] = {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}
+    if case.engine.kv_role is not None:
+        settings["kv_role"] = case.engine.kv_role
+    if case.engine.kv_load_failure_policy is not None:
+        settings["kv_load_failure_policy"] = case.engine.kv_load_failure_policy
+    return settings
 
 
 _configs: dict[str, VllmConfig] = {}
@@ -69,7 +99,16 @@ _configs: dict[str, VllmConfig] = {}
 def vllm_config_for(case: CaseFile, pool: int) -> VllmConfig:
     """Cases differing only in pool size, requests or events share one config: building it is
     most of a scheduler's set-up cost, and the scheduler only reads it."""
-    key = case.model_dump_json(include={"model", "max_model_len", "groups", "speculative"})
+    # The draft acceptance is the simulated model's, not the engine's: it needs no new config.
+    key = case.model_dump_json(
+        include={
+            "model": True,
+            "max_model_len": True,
+            "groups": True,
+            "engine": True,
+            "speculative": {"method", "num_tokens", "lookahead"},
+        }
+    )
     config = _configs.get(key)
     if config is None:
         config = _configs[key] = build_vllm_config(case)
@@ -84,11 +123,7 @@ def build_vllm_config(case: CaseFile) -> VllmConfig:
         model=model_dir, skip_tokenizer_init=True, max_model_len=case.max_model_len, dtype="float32"
     )
     scheduler = SchedulerConfig(
-        max_num_seqs=16,
-        max_num_batched_tokens=max(2048, case.max_model_len),
-        max_model_len=case.max_model_len,
-        is_encoder_decoder=False,
-        async_scheduling=False,
+        max_model_len=case.max_model_len, is_encoder_decoder=False, **_scheduler_settings(case)
     )
     mamba_modes = {g.mamba_mode for g in case.groups if g.kind == "mamba"}
     cache = CacheConfig(
@@ -114,7 +149,7 @@ def build_vllm_config(case: CaseFile) -> VllmConfig:
         model_config=model,
         scheduler_config=scheduler,
         cache_config=cache,
-        kv_transfer_config=KVTransferConfig(kv_connector="NixlConnector", kv_role="kv_consumer"),
+        kv_transfer_config=KVTransferConfig(**_transfer_settings(case)),
         device_config=DeviceConfig("cpu"),
         speculative_config=speculative,
     )

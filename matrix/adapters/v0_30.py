@@ -13,7 +13,12 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters import Requirement
 from matrix.adapters.handle import Handle
-from matrix.adapters.probe import SHARED_REQUIREMENTS, init_assigns, release_mamba_modes
+from matrix.adapters.probe import (
+    SHARED_REQUIREMENTS,
+    init_assigns,
+    release_failure_policies,
+    release_mamba_modes,
+)
 from matrix.schema import CaseFile
 
 
@@ -56,4 +61,11 @@ class Vllm030:
                     f"vLLM {self.release} has no Mamba cache mode '{group.mamba_mode}' "
                     f"(it has: {', '.join(modes)})"
                 )
+        policy = case.engine.kv_load_failure_policy
+        policies = release_failure_policies()
+        if policy is not None and policy not in policies:
+            return (
+                f"vLLM {self.release} has no kv_load_failure_policy '{policy}' "
+                f"(it has: {', '.join(policies) or 'none'})"
+            )
         return None
