@@ -239,7 +239,7 @@ def measure_fit(adapter: VersionAdapter, case: CaseFile) -> int:
     depends on what requests allocate, not on any reservation rule.
     """
     cache_key = case.model_dump_json(
-        include={"model", "max_model_len", "groups", "speculative", "requests"}
+        include={"model", "max_model_len", "groups", "speculative", "engine", "requests"}
     )
     if cache_key in _fit_cache:
         return _fit_cache[cache_key]

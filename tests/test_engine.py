@@ -144,7 +144,24 @@ def test_a_shared_prefix_is_a_local_hit(adapter: Any, write_case: WriteCase) -> 
     handle.step(set())
     manager = handle.scheduler.kv_cache_manager
     held = {rid: set(manager.get_block_ids(rid)[0]) for rid in ("a", "b")}
-    # b's first 16 tokens are a's 4 blocks, found in the prefix cache; b loads the rest.
-    assert len(held["a"] & held["b"]) == 4
+    # b's first 16 tokens are a's 4 blocks, found in the prefix cache, less the last one
+    # (with EAGLE the scheduler recomputes the last hit block); b loads the rest remotely.
+    assert len(held["a"] & held["b"]) == 3
     assert handle.accounting().held == len(held["a"] | held["b"])
     assert handle.accounting().missing() == 0
+
+
+@pytest.mark.parametrize(
+    ("setting", "words"),
+    [
+        ("{enable_chunked_prefill: false, max_num_batched_tokens: 64}", "max_num_batched_tokens"),
+        ("{kv_role: kv_sideways}", "kv_role"),
+    ],
+)
+def test_vllm_judges_engine_settings(
+    adapter: Any, write_case: WriteCase, setting: str, words: str
+) -> None:
+    case = case_of(write_case(replaced(ONE_GROUP, ("{async_scheduling: false}", setting))))
+    trace = run_scenario(adapter, case, "stock", 24)
+    assert trace.stopped == "error"
+    assert words in trace.message
