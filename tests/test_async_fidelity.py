@@ -41,9 +41,9 @@ def pools_by_kind(cell: CellSpec, adapter: Any) -> dict[str, list[int]]:
 
 @pytest.mark.parametrize("cell", TABLE_CELLS, ids=[c.test_id for c in TABLE_CELLS])
 def test_async_stalls_where_sync_does(adapter: Any, cell: CellSpec) -> None:
-    unsupported = adapter.unsupported(cell.case.spec)
-    if unsupported:
-        pytest.skip(unsupported)
+    for unsupported in (adapter.unsupported(c.case.spec) for c in (cell, with_async(cell))):
+        if unsupported:
+            pytest.skip(unsupported)
     sync = pools_by_kind(cell, adapter)
     asynchronous = pools_by_kind(with_async(cell), adapter)
     assert asynchronous.get("stall", []) == sync.get("stall", []), (

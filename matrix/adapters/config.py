@@ -116,6 +116,24 @@ def vllm_config_for(case: CaseFile, pool: int) -> VllmConfig:
     return config
 
 
+def async_refusal(case: CaseFile) -> str | None:
+    """Why vLLM's config classes refuse async scheduling for a case they accept synchronously
+    (a release that lacks it for the case's speculative method), or None."""
+    if not case.engine.async_scheduling:
+        return None
+    try:
+        vllm_config_for(case, 2)
+        return None
+    except ValueError as error:  # pydantic's ValidationError is one
+        synchronous = case.model_copy(
+            update={"engine": case.engine.model_copy(update={"async_scheduling": False})}
+        )
+        vllm_config_for(synchronous, 2)  # raises when the settings are wrong anyway
+        lines = [line.strip() for line in str(error).splitlines()]
+        reasons = [line for line in lines if line.startswith("Value error, ")] or lines[:1]
+        return reasons[0].removeprefix("Value error, ").split(" [type=")[0]
+
+
 def build_vllm_config(case: CaseFile) -> VllmConfig:
     """The engine configuration for a case, built by vLLM's own config classes on a CPU."""
     model_dir = str(model_directory(case.model))

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters import Requirement
+from matrix.adapters.config import async_refusal
 from matrix.adapters.handle import Handle
 from matrix.adapters.probe import (
     SHARED_REQUIREMENTS,
@@ -61,6 +62,9 @@ class Vllm030:
                     f"vLLM {self.release} has no Mamba cache mode '{group.mamba_mode}' "
                     f"(it has: {', '.join(modes)})"
                 )
+        refusal = async_refusal(case)
+        if refusal:
+            return f"vLLM {self.release} cannot schedule this case asynchronously: {refusal}"
         policy = case.engine.kv_load_failure_policy
         policies = release_failure_policies()
         if policy is not None and policy not in policies:
