@@ -2,10 +2,12 @@
 
 Read top-down, each module one role:
 
-1. ``schema``: what a YAML case may say (pydantic); ``loader``: YAML with line numbers.
+1. ``schema``: what a YAML case may say (pydantic; its engine side in ``engine_schema``);
+   ``loader``: YAML with line numbers.
 2. ``expand``: a case file's matrix axes x variants -> cells with stable ids (pure).
 3. ``adapters``: every vLLM release difference; ``select_adapter`` picks one, its ``config``
-   builds the engine's configs, its ``handle`` steps one real scheduler.
+   builds the engine's configs, its ``handle`` steps one real scheduler (through ``engine``,
+   the simulated worker and the engine loop) and reads its ``accounting``.
 4. ``harness``: ``run_cell`` plays a case's events at each pool size; ``variants``: the six
    reservation rules, each installed on one scheduler instance.
 5. ``verdict``: ``judge_cell`` turns per-step snapshots into pass/fail with a diagnosis (pure).
