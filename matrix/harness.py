@@ -61,8 +61,7 @@ class Scenario:
     # During ``run``: each request's load completes so many steps after its admission.
     completion_delays: dict[str, int] = field(default_factory=dict)
     admitted_at: dict[str, int] = field(default_factory=dict)
-    # Aborted while loading: the worker still reports the load, and only then are its blocks
-    # freed.
+    # Aborted while loading: its blocks are freed once the worker reports the transfer.
     orphaned_loads: set[str] = field(default_factory=set)
     leak: str = ""  # the first block accounting violation
 
