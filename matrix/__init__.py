@@ -2,12 +2,14 @@
 
 Read top-down, each module one role:
 
-1. ``schema``: what a YAML case may say (pydantic), ``model_schema``: what a model description
-   (``cases/models/<slug>.yaml``) may say; ``loader``: YAML with line numbers.
+1. ``schema``: what a YAML case may say (pydantic; its engine side in ``engine_schema``),
+   ``model_schema``: what a model description (``cases/models/<slug>.yaml``) may say;
+   ``loader``: YAML with line numbers.
 2. ``expand``: a case file's matrix axes x variants -> cells with stable ids (pure).
 3. ``adapters``: every vLLM release difference; ``select_adapter`` picks one, its ``config``
    builds the engine's configs, ``layout`` derives a described model's groups with vLLM's
-   code, its ``handle`` steps one real scheduler.
+   code, its ``handle`` steps one real scheduler (through ``engine``, the simulated worker
+   and the engine loop) and reads its ``accounting``.
 4. ``harness``: ``run_cell`` plays a case's events at each pool size; ``variants``: the six
    reservation rules, each installed on one scheduler instance; ``custom_variants``: a
    user's own, loaded by name; ``devsource``: a user's vLLM checkout or wheel.

@@ -20,8 +20,10 @@ from matrix.adapters import (
     RequestState,
     SchedulerHandle,
     SchedulerState,
+    StepOutcome,
     VersionAdapter,
 )
+from matrix.engine_schema import AbortEvent, FailLoadEvent
 from matrix.expand import CellSpec
 from matrix.model_schema import FitSweep
 from matrix.schema import (
@@ -47,6 +49,8 @@ from matrix.verdict import (
 
 # A state unchanged over this many steps with nothing scheduled will never change again.
 STUCK_AFTER = 2
+# Engine steps after the last request finished within which every block must be back.
+SETTLE_STEPS = 4
 
 
 class CellTimeout(Exception):
@@ -68,54 +72,107 @@ class Scenario:
     """One run of a case's events on one scheduler."""
 
     handle: SchedulerHandle
+    case: CaseFile
     records: list[StepRecord] = field(default_factory=list)
     completions_requested: set[str] = field(default_factory=set)
+    failures_requested: set[str] = field(default_factory=set)
+    # During ``run``: each request's load completes so many steps after its admission.
+    completion_delays: dict[str, int] = field(default_factory=dict)
+    admitted_at: dict[str, int] = field(default_factory=dict)
+    # Aborted while loading: its blocks are freed once the worker reports the transfer.
+    orphaned_loads: set[str] = field(default_factory=set)
+    leak: str = ""  # the first block accounting violation
     deadline: float = math.inf  # on the clock; checked after every step
 
     def state(self) -> SchedulerState:
         return self.records[-1].state if self.records else self.handle.state()
 
-    def _deliverable(self) -> set[str]:
-        """Requested completions of loads in flight that the connector has not reported yet."""
+    def _unreported_loads(self) -> set[str]:
         loading = {
             r.request_id
             for r in self.state().requests
             if r.status == LOADING and not r.load_reported_done
         }
-        return loading & self.completions_requested
+        reported = {r.request_id for r in self.state().requests if r.load_reported_done}
+        return loading | (self.orphaned_loads - reported)
 
-    def step(self) -> None:
-        outcome = self.handle.step(self._deliverable())
-        self.records.append(
-            StepRecord(
-                len(self.records) + 1,
-                tuple(sorted(outcome.scheduled_tokens.items())),
-                self.handle.state(),
-                outcome.free_blocks_while_running,
+    def _deliverable(self) -> set[str]:
+        """Requested completions of loads in flight that the connector has not reported yet."""
+        next_step = len(self.records) + 1
+        due = {
+            request_id
+            for request_id, delay in self.completion_delays.items()
+            if request_id in self.admitted_at and self.admitted_at[request_id] + delay <= next_step
+        }
+        return self._unreported_loads() & (self.completions_requested | due)
+
+    def _failing(self) -> frozenset[str]:
+        return frozenset(self._unreported_loads() & self.failures_requested)
+
+    def step(self, record: bool = True) -> None:
+        failing = self._failing()
+        outcome = self.handle.step(self._deliverable() - failing, failing)
+        state = self.handle.state()
+        step = len(self.records) + 1
+        for request in state.requests:
+            if request.status == LOADING:
+                self.admitted_at.setdefault(request.request_id, step)
+        if record:
+            scheduled = tuple(sorted(outcome.scheduled_tokens.items()))
+            self.records.append(
+                StepRecord(step, scheduled, state, outcome.free_blocks_while_running)
             )
-        )
+        self._check_blocks(step, outcome)
         if clock() > self.deadline:
-            raise CellTimeout(len(self.records), self.records[-1].state)
+            raise CellTimeout(step, state)
+
+    def _check_blocks(self, step: int, outcome: StepOutcome) -> None:
+        if not self.leak:
+            involved = sorted(outcome.scheduled_tokens) or None
+            self.leak = self.handle.accounting().unbalanced(f"after step {step}", involved) or ""
+
+    def abort(self, request_ids: list[str]) -> None:
+        by_id = {r.request_id: r for r in self.state().requests}
+        self.orphaned_loads |= {
+            request_id
+            for request_id in request_ids
+            if by_id[request_id].status == LOADING and not by_id[request_id].load_reported_done
+        }
+        self.handle.abort(request_ids)
 
     def all_finished(self) -> bool:
-        return all(r.status == FINISHED for r in self.state().requests)
+        finished = all(r.status == FINISHED for r in self.state().requests)
+        return finished and not (self.orphaned_loads & self._unreported_loads())
 
     def stuck(self) -> bool:
-        if len(self.records) <= STUCK_AFTER or self._deliverable():
+        if len(self.records) <= STUCK_AFTER or self._deliverable() or self._failing():
             return False
         recent = self.records[-(STUCK_AFTER + 1) :]
         return all(not r.scheduled and r.state == recent[0].state for r in recent)
 
     def run(self, bound: RunBound) -> StopReason:
-        """Steps until done or stuck; the remote side completes every load once admitted."""
-        self.completions_requested |= {r.request_id for r in self.state().requests}
+        """Steps until done or stuck; the remote side completes each load its
+        ``complete_load_after`` steps after admission."""
+        for request in self.case.requests:
+            self.completion_delays.setdefault(request.id, request.complete_load_after)
         for _ in range(bound.max_steps):
             if self.all_finished():
-                return "finished"
+                return self.settle()
             self.step()
             if self.stuck():
                 return "stuck"
-        return "finished" if self.all_finished() else "step_bound"
+        return self.settle() if self.all_finished() else "step_bound"
+
+    def settle(self) -> StopReason:
+        """Every request finished: let batches in flight and deferred frees land (unrecorded,
+        so step counts are the requests'), then every block must be free again."""
+        for _ in range(SETTLE_STEPS):
+            if self.handle.settled():
+                break
+            self.step(record=False)
+        if not self.leak:
+            self.leak = self.handle.accounting().not_all_free() or ""
+        return "finished"
 
 
 def state_name(request: RequestState) -> StateName:
@@ -150,6 +207,10 @@ def play(scenario: Scenario, events: list[Event]) -> tuple[StopReason, str]:
     for event in events:
         if isinstance(event, CompleteLoadEvent):
             scenario.completions_requested |= set(event.complete_load)
+        elif isinstance(event, FailLoadEvent):
+            scenario.failures_requested |= set(event.fail_load)
+        elif isinstance(event, AbortEvent):
+            scenario.abort(event.abort)
         elif isinstance(event, StepEvent):
             for _ in range(event.step):
                 scenario.step()
@@ -177,14 +238,17 @@ def run_scenario(
         rule.apply(handle)
         for request in case.requests:
             handle.add_request(request)
-        scenario = Scenario(handle, deadline=deadline)
+        scenario = Scenario(handle, case, deadline=deadline)
         stopped, unmet = play(scenario, list(case.events))
-        return RunTrace(pool, tuple(scenario.records), stopped, unmet_expectation=unmet)
+        return RunTrace(
+            pool, tuple(scenario.records), stopped, unmet_expectation=unmet, leak=scenario.leak
+        )
     except CellTimeout:
         raise
     except Exception as error:  # vLLM raising is an outcome to report, not a crash
         records = tuple(scenario.records) if scenario else ()
-        return RunTrace(pool, records, "error", f"{type(error).__name__}: {error}")
+        leak = scenario.leak if scenario else ""
+        return RunTrace(pool, records, "error", f"{type(error).__name__}: {error}", leak=leak)
 
 
 def ample_pool(case: CaseFile) -> int:
@@ -205,7 +269,7 @@ def measure_fit(adapter: VersionAdapter, case: CaseFile, deadline: float = math.
     depends on what requests allocate, not on any reservation rule.
     """
     cache_key = case.model_dump_json(
-        include={"model", "layout", "max_model_len", "groups", "speculative", "requests"}
+        include={"model", "layout", "max_model_len", "groups", "speculative", "engine", "requests"}
     )
     if cache_key in _fit_cache:
         return _fit_cache[cache_key]

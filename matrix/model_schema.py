@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from matrix.shipped import shipped_cases
+from matrix.strict import STRICT, PlacedError
 
 # The engine's HF config directories (a tiny config.json each, for vLLM's ModelConfig).
 ENGINE_CONFIGS = Path(__file__).resolve().parent / "models"
@@ -21,6 +22,10 @@ ENGINE_CONFIG_DEFAULT = "llama-tiny"
 # ones in the repository's cases/models/. A YAML file in such a folder is never a case.
 DESCRIPTIONS_FOLDER = "models"
 SHIPPED_DESCRIPTIONS = shipped_cases() / DESCRIPTIONS_FOLDER
+
+
+class Strict(BaseModel):  # ruff knows a pydantic model by a base defined here
+    model_config = STRICT
 
 
 def model_directory(model: str) -> Path | None:
@@ -51,23 +56,6 @@ def shipped_descriptions() -> list[str]:
 def is_model_file(path: Path) -> bool:
     """A model description, not a case: a YAML file in a ``models/`` folder."""
     return path.parent.name == DESCRIPTIONS_FOLDER
-
-
-class PlacedError(ValueError):
-    """A rule that spans several fields, with the place in the case that breaks it, so the
-    loader can name that line rather than the case's first."""
-
-    def __init__(self, location: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.location = location
-
-
-# YAML already gives typed values: "16" or true where a number belongs is a mistake.
-STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class Strict(BaseModel):
-    model_config = STRICT
 
 
 def check_model(

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import (
-    BaseModel,
-    Discriminator,
-    Field,
-    Tag,
-    ValidationInfo,
-    model_validator,
-)
+from pydantic import BaseModel, Discriminator, Field, Tag, ValidationInfo, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from matrix.engine_schema import (
+    AbortEvent,
+    Accept,
+    Engine,
+    FailLoadEvent,
+    Prefix,
+    check_engine_rules,
+    named_requests,
+)
 from matrix.limits import LIMITS, excess
 from matrix.model_schema import (
     ENGINE_CONFIG_DEFAULT,
-    STRICT,
     FitSweep,
     LayoutSettings,
     ModelDescription,
@@ -29,23 +30,31 @@ from matrix.model_schema import (
     check_model,
     pool_kind,
 )
-from matrix.model_schema import PlacedError as PlacedError  # the loader reports it at its place
+from matrix.strict import STRICT
+from matrix.strict import PlacedError as PlacedError  # the loader reports it at its place
 from matrix.variant_names import VARIANT_NAMES, VariantName, known_variants, unknown_variant
-
-
-class Strict(BaseModel):
-    model_config = STRICT
-
 
 # How a run can fail (matrix/verdict.py says what each means). A case may pin one as the
 # expectation for a variant, to say *how* it must fail.
 FailureKind = Literal[
-    "stall", "not_admitted", "preempted", "step_bound", "stuck", "expectation", "error", "timeout"
+    "stall",
+    "not_admitted",
+    "preempted",
+    "step_bound",
+    "stuck",
+    "expectation",
+    "leak",
+    "error",
+    "timeout",
 ]
 Expectation = Literal["pass", "fail", FailureKind]
 # A request's state in the words of a step's ``expect`` (see StateExpectation).
 StateName = Literal["waiting", "loading", "loaded", "running", "preempted", "finished"]
 ExpectKey = Literal["default"] | VariantName
+
+
+class Strict(BaseModel):  # ruff knows a pydantic model by a base defined here
+    model_config = STRICT
 
 
 GroupKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
@@ -91,6 +100,7 @@ class Speculative(Strict):
     method: Literal["ngram", "eagle", "draft_model"]
     num_tokens: Annotated[int, Field(ge=1, le=16)]
     lookahead: Annotated[int, Field(ge=0)] | None = None
+    accept: Accept = "all"  # accepted drafts per decode step (see engine_schema.Accept)
 
 
 class PoolSweep(Strict):
@@ -111,6 +121,10 @@ class RequestSpec(Strict):
     prompt: Annotated[int, Field(gt=0)] | PromptInBlocks
     async_load: bool = True
     max_tokens: Annotated[int, Field(gt=0)] = 4
+    prefix: Prefix | None = None
+    # During ``run``, the remote side completes this request's load so many steps after
+    # its admission.
+    complete_load_after: Annotated[int, Field(ge=1, le=1000)] = 1
 
     def prompt_tokens(self) -> int:
         """The prompt's length (one given in blocks is counted out by the adapters first)."""
@@ -169,30 +183,29 @@ class RunEvent(Strict):
     run: RunBound
 
 
+_EVENT_KEYS = ("complete_load", "abort", "fail_load", "run", "step")
+
+
 def _event_kind(value: Any) -> str | None:
     if isinstance(value, dict):
-        for key in ("complete_load", "run", "step"):
-            if key in value:
-                return key
-        if "expect" in value:
-            return "step"
-        return None
-    if isinstance(value, StepEvent):
-        return "step"
-    if isinstance(value, CompleteLoadEvent):
-        return "complete_load"
-    return "run" if isinstance(value, RunEvent) else None
+        keys = [key for key in _EVENT_KEYS if key in value]
+        return keys[0] if keys else ("step" if "expect" in value else None)
+    models: tuple[type, ...] = (CompleteLoadEvent, AbortEvent, FailLoadEvent, RunEvent, StepEvent)
+    kinds: dict[type, str] = dict(zip(models, _EVENT_KEYS, strict=True))
+    return kinds.get(type(value))
 
 
 # Tagged by the key an event starts with, so a mistake is reported against that kind of event.
 Event = Annotated[
     Annotated[StepEvent, Tag("step")]
     | Annotated[CompleteLoadEvent, Tag("complete_load")]
+    | Annotated[AbortEvent, Tag("abort")]
+    | Annotated[FailLoadEvent, Tag("fail_load")]
     | Annotated[RunEvent, Tag("run")],
     Discriminator(
         _event_kind,
         custom_error_type="event_kind",
-        custom_error_message="an event is one of step:, complete_load: or run:",
+        custom_error_message="an event is one of step:, complete_load:, abort:, fail_load: or run:",
     ),
 ]
 
@@ -243,6 +256,7 @@ class CaseFile(Strict):
     max_model_len: Annotated[int, Field(ge=16)] = 1024
     groups: Annotated[list[Group], Field(min_length=1)] = []  # absent: a described model
     speculative: Speculative | None = None
+    engine: Engine = Engine()
     pool: Annotated[
         Annotated[Annotated[int, Field(ge=2)], Tag("blocks")]
         | Annotated[PoolSweep, Tag("sweep")]
@@ -300,7 +314,7 @@ class CaseFile(Strict):
         for index, event in enumerate(self.events):
             if isinstance(event, RunEvent) and index < len(self.events) - 1:
                 raise PlacedError(("events", index), "'run' ends a scenario: it must come last")
-            named: set[str] = set()
+            named: set[str] = set(named_requests(event))
             if isinstance(event, CompleteLoadEvent):
                 named = set(event.complete_load)
             elif isinstance(event, StepEvent) and event.expect is not None:
@@ -308,6 +322,7 @@ class CaseFile(Strict):
             unknown = sorted(named - seen)
             if unknown:
                 raise PlacedError(("events", index), f"unknown requests: {', '.join(unknown)}")
+        check_engine_rules(self)
         for index, variant in enumerate(self.variants):
             if variant in self.variants[:index]:
                 raise PlacedError(("variants", index), f"variant '{variant}' repeats")

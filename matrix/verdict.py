@@ -10,6 +10,8 @@ One run (one pool size) ends in one of these kinds:
 - ``step_bound``: the state kept changing until the step bound (a livelock, or a bound too low).
 - ``stuck``: nothing changes any more, in none of the shapes above.
 - ``expectation``: the run finished, but a step's ``expect`` did not hold on the way.
+- ``leak``: the block accounting failed: after some step, free + held (each block once) + the
+  null block was not the pool, or blocks were still not free once every request finished.
 - ``error``: vLLM raised.
 - ``timeout``: the cell ran past its wall-clock limit (``limits.seconds``); it names the pool
   and the last state, and the session goes on with the next cell.
@@ -49,6 +51,7 @@ class RunTrace:
     stopped: StopReason
     message: str = ""  # the error, when stopped is "error"
     unmet_expectation: str = ""  # the first step expectation that did not hold
+    leak: str = ""  # the first block accounting violation
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ def _where(trace: RunTrace) -> str:
 def classify_run(trace: RunTrace) -> RunOutcome:
     """How the run ended; when it finished, whether its step expectations held. An unmet
     expectation does not stop a run, so a failure that follows it is what gets reported."""
+    if trace.leak:  # blocks lost or double-counted: whatever else happened rests on that
+        return RunOutcome(trace.pool, "leak", f"{trace.leak}; {_where(trace)}")
     ended = _how_it_ended(trace)
     if trace.unmet_expectation and ended.kind == "finished":
         return RunOutcome(trace.pool, "expectation", f"{trace.unmet_expectation}; {_where(trace)}")
@@ -151,13 +156,13 @@ def _how_it_ended(trace: RunTrace) -> RunOutcome:
 
 
 def acceptable(outcome: RunOutcome, fit: int, slack: int = 0) -> bool:
-    """A stall or an error is never right. From the fit up, every request must finish (refusing
-    one that fits is over-reservation, tolerated up to ``slack`` blocks) and every step
-    expectation must hold; below it the pool is too small for some request, and what the
+    """A stall, a leak or an error is never right. From the fit up, every request must finish
+    (refusing one that fits is over-reservation, tolerated up to ``slack`` blocks) and every
+    step expectation must hold; below it the pool is too small for some request, and what the
     scheduler does then is its own call."""
     if outcome.kind == "finished":
         return True
-    if outcome.kind in ("stall", "error"):
+    if outcome.kind in ("stall", "leak", "error"):
         return False
     if outcome.kind == "not_admitted":
         return outcome.pool < fit + slack

@@ -133,7 +133,7 @@ def test_event_errors_name_the_event_kind(write_case: WriteCase) -> None:
     error = problem(write_case(GOOD + "events:\n  - {complete_load: a}\n"))
     assert "events.0.complete_load: Input should be a valid list" in error.message
     error = problem(write_case(GOOD + "events:\n  - {stepp: 1}\n"))
-    assert "an event is one of step:, complete_load: or run:" in error.message
+    assert "an event is one of step:, complete_load:, abort:, fail_load: or run:" in error.message
 
 
 def test_misspelt_variant_in_expect(write_case: WriteCase) -> None:

@@ -141,3 +141,14 @@ def test_failing_pools_are_those_not_acceptable() -> None:
     assert judge_cell(outcomes, fit=9, slack=1).failing_pools == (10, 11)
     assert judge_cell(outcomes, fit=9).failing_pools == (9, 10, 11)
     assert judge_cell(outcomes[-1:], fit=9).failing_pools == ()
+
+
+def test_a_leak_outranks_how_the_run_ended_and_always_fails() -> None:
+    done = (request("a", "FINISHED"),)
+    leaked = RunTrace(
+        12, trace(done, stopped="finished").steps, "finished", leak="after step 1: 10 of 12"
+    )
+    outcome = classify_run(leaked)
+    assert outcome.kind == "leak"
+    assert outcome.diagnosis.startswith("after step 1: 10 of 12; pool 12 blocks")
+    assert not acceptable(outcome, fit=4) and not acceptable(outcome, fit=40)

@@ -71,9 +71,39 @@ def _cache_block_size(case: CaseFile) -> int:
 
 
 def _prefix_caching(case: CaseFile) -> bool:
+    if case.engine.enable_prefix_caching is not None:
+        return case.engine.enable_prefix_caching
     # A Mamba group in mode "none" runs with prefix caching off in real engines (0.33 asserts
     # it); the same set-up on every release keeps the releases comparable.
     return not any(g.kind == "mamba" and g.mamba_mode == "none" for g in case.groups)
+
+
+def _scheduler_settings(case: CaseFile) -> dict[str, Any]:
+    """``SchedulerConfig`` arguments: the harness defaults, overridden by ``engine:``."""
+    engine = case.engine
+    settings: dict[str, Any] = {
+        "max_num_seqs": 16,
+        "max_num_batched_tokens": max(2048, case.max_model_len),
+        "async_scheduling": False,
+    }
+    chosen = {
+        "max_num_seqs": engine.max_num_seqs,
+        "max_num_batched_tokens": engine.max_num_batched_tokens,
+        "enable_chunked_prefill": engine.enable_chunked_prefill,
+        "async_scheduling": engine.async_scheduling,
+    }
+    settings.update({key: value for key, value in chosen.items() if value is not None})
+    return settings
+
+
+def _transfer_settings(case: CaseFile) -> dict[str, Any]:
+    """``KVTransferConfig`` arguments: NIXL as a consumer, overridden by ``engine:``."""
+    settings: dict[str, Any] = {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}
+    if case.engine.kv_role is not None:
+        settings["kv_role"] = case.engine.kv_role
+    if case.engine.kv_load_failure_policy is not None:
+        settings["kv_load_failure_policy"] = case.engine.kv_load_failure_policy
+    return settings
 
 
 _configs: dict[str, VllmConfig] = {}
@@ -83,9 +113,17 @@ def vllm_config_for(case: CaseFile, pool: int) -> VllmConfig:
     """Cases differing only in pool size, requests, events or in what of their groups the
     engine config does not read share one config: building it is most of a scheduler's set-up
     cost, and the scheduler only reads it."""
+    # The draft acceptance is the simulated model's, not the engine's: it needs no new config.
     key = repr(
         (
-            case.model_dump_json(include={"model", "max_model_len", "speculative"}),
+            case.model_dump_json(
+                include={
+                    "model": True,
+                    "max_model_len": True,
+                    "engine": True,
+                    "speculative": {"method", "num_tokens", "lookahead"},
+                }
+            ),
             case.described is not None,  # a described model runs on the default engine config
             _cache_block_size(case),
             _prefix_caching(case),
@@ -99,6 +137,24 @@ def vllm_config_for(case: CaseFile, pool: int) -> VllmConfig:
     return config
 
 
+def async_refusal(case: CaseFile) -> str | None:
+    """Why vLLM's config classes refuse async scheduling for a case they accept synchronously
+    (a release that lacks it for the case's speculative method), or None."""
+    if not case.engine.async_scheduling:
+        return None
+    try:
+        vllm_config_for(case, 2)
+        return None
+    except ValueError as error:  # pydantic's ValidationError is one
+        synchronous = case.model_copy(
+            update={"engine": case.engine.model_copy(update={"async_scheduling": False})}
+        )
+        vllm_config_for(synchronous, 2)  # raises when the settings are wrong anyway
+        lines = [line.strip() for line in str(error).splitlines()]
+        reasons = [line for line in lines if line.startswith("Value error, ")] or lines[:1]
+        return reasons[0].removeprefix("Value error, ").split(" [type=")[0]
+
+
 def build_vllm_config(case: CaseFile) -> VllmConfig:
     """The engine configuration for a case, built by vLLM's own config classes on a CPU."""
     # A described model's engine runs on the default tiny config: the scheduler reads the
@@ -108,11 +164,7 @@ def build_vllm_config(case: CaseFile) -> VllmConfig:
         model=model_dir, skip_tokenizer_init=True, max_model_len=case.max_model_len, dtype="float32"
     )
     scheduler = SchedulerConfig(
-        max_num_seqs=16,
-        max_num_batched_tokens=max(2048, case.max_model_len),
-        max_model_len=case.max_model_len,
-        is_encoder_decoder=False,
-        async_scheduling=False,
+        max_model_len=case.max_model_len, is_encoder_decoder=False, **_scheduler_settings(case)
     )
     mamba_modes = {g.mamba_mode for g in case.groups if g.kind == "mamba"}
     cache = CacheConfig(
@@ -138,7 +190,7 @@ def build_vllm_config(case: CaseFile) -> VllmConfig:
         model_config=model,
         scheduler_config=scheduler,
         cache_config=cache,
-        kv_transfer_config=KVTransferConfig(kv_connector="NixlConnector", kv_role="kv_consumer"),
+        kv_transfer_config=KVTransferConfig(**_transfer_settings(case)),
         device_config=DeviceConfig("cpu"),
         speculative_config=speculative,
     )

@@ -1,6 +1,7 @@
 """One real scheduler for one case and pool size, driven as an engine would: requests added
-with NIXL's remote-prefill parameters, each step's model output simulated (a token sampled,
-every draft accepted), loads reported done through the connector output.
+with NIXL's remote-prefill parameters, stepped by the engine loop of ``engine`` (the model
+output simulated: a token sampled, the case's drafts accepted; loads reported done or failed
+through the connector output), aborted as the engine aborts, its blocks accounted.
 
 :class:`Handle` is what every release shares; the hooks at its end are what releases changed,
 and each release's module (``v0_30`` ...) implements them.
@@ -14,19 +15,22 @@ from typing import Any
 from vllm.sampling_params import SamplingParams
 from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, resolve_kv_cache_block_sizes
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.kv_cache_interface import MambaSpec
-from vllm.v1.outputs import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 
+from matrix.adapters.accounting import block_account
 from matrix.adapters.config import kv_cache_config_for, vllm_config_for
+from matrix.adapters.engine import EngineLoop, Worker
 from matrix.adapters.protocol import (
     FINISHED,
     LOADING,
     PREEMPTED,
     RUNNING,
     WAITING,
+    BlockAccount,
     Geometry,
     GroupGeometry,
     RequestState,
@@ -36,8 +40,12 @@ from matrix.adapters.protocol import (
 )
 from matrix.schema import CaseFile, RequestSpec
 
-SAMPLED_TOKEN = 7
-DRAFT_TOKEN = 11
+
+def distinct_prompt(request_id: str, length: int) -> list[int]:
+    """Tokens no other request's prompt shares, so prefix caching shares only the prefixes
+    cases ask for."""
+    seed = sum(map(ord, request_id))
+    return [(seed * 31 + index * 17) % 1000 + 1 for index in range(length)]
 
 
 def status_of(status: RequestStatus) -> Status:
@@ -55,7 +63,9 @@ class Handle:
         config = vllm_config_for(case, pool)
         kv_cache_config = kv_cache_config_for(case, pool)
         block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, config)
-        self.scheduler: Any = Scheduler(
+        # The engine's choice of scheduler class (EngineCore picks it from the same setting).
+        scheduler_class = AsyncScheduler if config.scheduler_config.async_scheduling else Scheduler
+        self.scheduler: Any = scheduler_class(
             config,
             kv_cache_config,
             StructuredOutputManager(config),
@@ -65,7 +75,10 @@ class Handle:
         )
         self._block_hasher = get_request_block_hasher(hash_block_size, sha256)
         self._known: list[str] = []
-        self._reported_done: set[str] = set()
+        self._prompts: dict[str, list[int]] = {}
+        speculative = case.speculative
+        self.worker = Worker(self.scheduler, speculative.accept if speculative else "all")
+        self.engine = EngineLoop(self.scheduler, self.worker, config.max_concurrent_batches)
 
     def geometry(self) -> Geometry:
         scheduler = self.scheduler
@@ -95,9 +108,14 @@ class Handle:
                     "remote_port": 1,
                 }
             }
-        # Distinct prompts per request so prefix caching cannot share blocks between them.
-        seed = sum(map(ord, spec.id))
-        prompt = [(seed * 31 + index * 17) % 1000 + 1 for index in range(spec.prompt_tokens())]
+        prompt = distinct_prompt(spec.id, spec.prompt_tokens())
+        if spec.prefix is not None:
+            # Alone (as when the fit is measured) the request keeps the same tokens.
+            of = self._prompts.get(spec.prefix.of) or distinct_prompt(
+                spec.prefix.of, spec.prompt_tokens()
+            )
+            prompt[: spec.prefix.tokens] = of[: spec.prefix.tokens]
+        self._prompts[spec.id] = prompt
         self.scheduler.add_request(
             Request(
                 request_id=spec.id,
@@ -109,47 +127,28 @@ class Handle:
         )
         self._known.append(spec.id)
 
-    def step(self, finished_loads: set[str]) -> StepOutcome:
+    def step(
+        self, finished_loads: set[str], failed_loads: frozenset[str] = frozenset()
+    ) -> StepOutcome:
+        return self.engine.step(set(finished_loads), set(failed_loads))
+
+    def abort(self, request_ids: list[str]) -> None:
+        """What ``EngineCore.abort_requests`` does when a client goes away."""
+        self.scheduler.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED)
+
+    def accounting(self) -> BlockAccount:
+        return block_account(self.scheduler)
+
+    def settled(self) -> bool:
+        """No request, batch or deferred free is left that could still return blocks."""
         scheduler = self.scheduler
-        output = scheduler.schedule()
-        free_while_running = scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
-        request_ids = list(output.num_scheduled_tokens)
-        sampled = []
-        for request_id in request_ids:
-            request = scheduler.requests[request_id]
-            drafts = len(output.scheduled_spec_decode_tokens.get(request_id, ()))
-            reaches_end = (
-                request.num_computed_tokens + output.num_scheduled_tokens[request_id]
-                >= request.num_tokens
-            )
-            # The simulated model accepts every draft: the fastest growth a request can have.
-            sampled.append([SAMPLED_TOKEN] * (1 + drafts) if reaches_end else [])
-        connector_output = (
-            KVConnectorOutput(finished_recving=set(finished_loads)) if finished_loads else None
-        )
-        model_output = ModelRunnerOutput(
-            req_ids=request_ids,
-            req_id_to_index={r: i for i, r in enumerate(request_ids)},
-            sampled_token_ids=sampled,
-            kv_connector_output=connector_output,
-        )
-        self._reported_done |= finished_loads
-        scheduler.update_from_output(output, model_output)
-        if scheduler.num_spec_tokens:
-            running = [r.request_id for r in scheduler.running]
-            if running:
-                scheduler.update_draft_token_ids(
-                    DraftTokenIds(
-                        running, [[DRAFT_TOKEN] * scheduler.num_spec_tokens for _ in running]
-                    )
-                )
-        return StepOutcome(dict(output.num_scheduled_tokens), free_while_running)
+        return not (scheduler.requests or self.engine.batch_queue or scheduler.deferred_frees)
 
     def state(self) -> SchedulerState:
         scheduler = self.scheduler
         requests = []
         for request_id in self._known:
-            reported = request_id in self._reported_done
+            reported = request_id in self.worker.reported
             request = scheduler.requests.get(request_id)
             if request is None:  # finished requests leave the scheduler
                 requests.append(RequestState(request_id, FINISHED, 0, reported, 0))

@@ -7,7 +7,7 @@ import inspect
 import typing
 from typing import Any
 
-from vllm.config import CacheConfig
+from vllm.config import CacheConfig, KVTransferConfig
 from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
 from vllm.v1.core.kv_cache_manager import KVCacheManager
 from vllm.v1.core.sched.scheduler import Scheduler
@@ -25,6 +25,11 @@ def init_assigns(name: str) -> bool:
 
 def accepts(function: Any, *parameters: str) -> bool:
     return set(parameters) <= set(inspect.signature(function).parameters)
+
+
+def release_failure_policies() -> tuple[str, ...]:
+    field = KVTransferConfig.__dataclass_fields__["kv_load_failure_policy"]
+    return typing.get_args(field.type)
 
 
 def release_mamba_modes() -> tuple[str, ...]:
@@ -67,8 +72,19 @@ SHARED_REQUIREMENTS = (
         ),
     ),
     Requirement(
-        "KVConnectorOutput(finished_recving=...) (how a load reports completion)",
-        lambda: accepts(KVConnectorOutput, "finished_recving"),
+        "KVConnectorOutput(finished_recving=..., failed_recving=..., invalid_block_ids=...) "
+        "(how a load reports completion or failure)",
+        lambda: accepts(
+            KVConnectorOutput, "finished_recving", "failed_recving", "invalid_block_ids"
+        ),
+    ),
+    Requirement(
+        "Scheduler.deferred_frees (blocks whose return to the pool waits for a step)",
+        lambda: init_assigns("deferred_frees"),
+    ),
+    Requirement(
+        "Scheduler.finish_requests(request_ids, finished_status) (how the engine aborts)",
+        lambda: accepts(Scheduler.finish_requests, "request_ids", "finished_status"),
     ),
     Requirement(
         "Request(..., block_hasher=...)",

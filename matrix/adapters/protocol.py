@@ -59,6 +59,39 @@ class SchedulerState:
 
 
 @dataclass(frozen=True)
+class BlockAccount:
+    """Where a pool's blocks are: free, held by requests (each block once), and one null."""
+
+    pool: int
+    free: int
+    held: int
+    holders: tuple[str, ...]  # the requests holding blocks
+
+    def missing(self) -> int:
+        """Blocks neither free, nor held, nor the null block: leaked (negative: counted twice)."""
+        return self.pool - 1 - self.free - self.held
+
+    def unbalanced(self, when: str, requests: list[str] | None = None) -> str | None:
+        """What is wrong when free + held + the null block is not the pool, else None."""
+        if not self.missing():
+            return None
+        involved = ", ".join(self.holders if requests is None else requests) or "none"
+        return (
+            f"{when} (requests {involved}): {self.free} free + {self.held} held + 1 null = "
+            f"{self.free + self.held + 1} of {self.pool} blocks"
+        )
+
+    def not_all_free(self) -> str | None:
+        """What is wrong when, every request done, some block is not free, else None."""
+        if self.free == self.pool - 1:
+            return None
+        return (
+            f"after every request finished: {self.pool - 1 - self.free} of {self.pool - 1} "
+            f"blocks not free (held by {', '.join(self.holders) or 'no request'})"
+        )
+
+
+@dataclass(frozen=True)
 class StepOutcome:
     scheduled_tokens: dict[str, int]
     # Free blocks between schedule() and the model output: a request that finishes in this
@@ -73,7 +106,19 @@ class SchedulerHandle(Protocol):
 
     def add_request(self, spec: RequestSpec) -> None: ...
 
-    def step(self, finished_loads: set[str]) -> StepOutcome: ...
+    def step(
+        self, finished_loads: set[str], failed_loads: frozenset[str] = frozenset()
+    ) -> StepOutcome:
+        """One engine step; the worker reports these loads finished or failed."""
+        ...
+
+    def abort(self, request_ids: list[str]) -> None: ...
+
+    def accounting(self) -> BlockAccount: ...
+
+    def settled(self) -> bool:
+        """Nothing left (requests, batches in flight, deferred frees) that could free blocks."""
+        ...
 
     def state(self) -> SchedulerState: ...
 

@@ -27,3 +27,5 @@ def prepare_vllm() -> None:
 
     init_none_hash(sha256)
     logging.getLogger("vllm").setLevel(logging.ERROR)
+    # A failed load is a scenario here, not news: the scheduler logs each one as an error.
+    logging.getLogger("vllm.v1.core.sched.scheduler").setLevel(logging.CRITICAL)

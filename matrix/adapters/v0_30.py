@@ -12,10 +12,15 @@ from typing import Any, ClassVar
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters import Requirement
-from matrix.adapters.config import layout_for, with_layout
+from matrix.adapters.config import async_refusal, layout_for, with_layout
 from matrix.adapters.handle import Handle
 from matrix.adapters.layout import LayoutError
-from matrix.adapters.probe import SHARED_REQUIREMENTS, init_assigns, release_mamba_modes
+from matrix.adapters.probe import (
+    SHARED_REQUIREMENTS,
+    init_assigns,
+    release_failure_policies,
+    release_mamba_modes,
+)
 from matrix.schema import CaseFile
 
 
@@ -67,4 +72,14 @@ class Vllm030:
                     f"vLLM {self.release} has no Mamba cache mode '{group.mamba_mode}' "
                     f"(it has: {', '.join(modes)})"
                 )
+        refusal = async_refusal(case)
+        if refusal:
+            return f"vLLM {self.release} cannot schedule this case asynchronously: {refusal}"
+        policy = case.engine.kv_load_failure_policy
+        policies = release_failure_policies()
+        if policy is not None and policy not in policies:
+            return (
+                f"vLLM {self.release} has no kv_load_failure_policy '{policy}' "
+                f"(it has: {', '.join(policies) or 'none'})"
+            )
         return None
