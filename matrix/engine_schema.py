@@ -8,7 +8,6 @@ here for type only: vLLM's own config classes judge them when a scheduler is bui
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, Field
@@ -67,19 +66,6 @@ class Prefix(Strict):
     tokens: Annotated[int, Field(ge=1)]
 
 
-class AbortEvent(Strict):
-    """The engine aborts these requests (a client went away), wherever they are."""
-
-    abort: Annotated[list[str], Field(min_length=1)]
-
-
-class FailLoadEvent(Strict):
-    """The worker reports these loads failed, as NIXL does: in the next step's connector
-    output, through the release's failure mechanism."""
-
-    fail_load: Annotated[list[str], Field(min_length=1)]
-
-
 def check_engine_rules(case: CaseFile) -> None:
     """The rules of this module's keys that span the case; raises :class:`PlacedError`."""
     # A prompt given in blocks has its length once the layout is derived: not checked here.
@@ -116,12 +102,3 @@ def check_engine_rules(case: CaseFile) -> None:
                     ("speculative", "accept", index),
                     f"{accepted} accepted drafts, but only {speculative.num_tokens} are proposed",
                 )
-
-
-def named_requests(event: object) -> Sequence[str]:
-    """The request ids an engine event names."""
-    if isinstance(event, AbortEvent):
-        return event.abort
-    if isinstance(event, FailLoadEvent):
-        return event.fail_load
-    return ()

@@ -12,6 +12,9 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from matrix.events import RunEvent, StepEvent
+from matrix.model_schema import FitSweep, PromptInBlocks
+
 if TYPE_CHECKING:
     from matrix.schema import CaseFile
 
@@ -40,9 +43,6 @@ Place = tuple[str | int, ...]
 
 def _sizes(case: CaseFile) -> Iterator[tuple[Place, str, int, str]]:
     """(place in the case, limit, value, what the value is) for every size a limit bounds."""
-    from matrix.model_schema import FitSweep, PromptInBlocks
-    from matrix.schema import RunEvent, StepEvent  # at call time: the schema imports this
-
     if isinstance(case.pool, FitSweep):  # sized by the fit, once measured: only its length here
         yield ("pool",), "sweep", case.pool.below + case.pool.above + 1, ""
     elif isinstance(case.pool, int):

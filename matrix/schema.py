@@ -6,18 +6,18 @@ This module is the single source of truth for what a YAML case may say;
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Discriminator, Field, Tag, ValidationInfo, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from matrix.engine_schema import (
-    AbortEvent,
-    Accept,
-    Engine,
-    FailLoadEvent,
-    Prefix,
-    check_engine_rules,
+from matrix.engine_schema import Accept, Engine, Prefix, check_engine_rules
+from matrix.events import (
+    CompleteLoadEvent,
+    Event,
+    RunBound,
+    RunEvent,
+    StepEvent,
     named_requests,
 )
 from matrix.limits import LIMITS, excess
@@ -48,8 +48,6 @@ FailureKind = Literal[
     "timeout",
 ]
 Expectation = Literal["pass", "fail", FailureKind]
-# A request's state in the words of a step's ``expect`` (see StateExpectation).
-StateName = Literal["waiting", "loading", "loaded", "running", "preempted", "finished"]
 ExpectKey = Literal["default"] | VariantName
 
 
@@ -131,83 +129,6 @@ class RequestSpec(Strict):
         if not isinstance(self.prompt, int):
             raise ValueError(f"request {self.id}: its prompt in blocks was never counted out")
         return self.prompt
-
-
-class StateExpectation(Strict):
-    """Request ids that must be in each state after a step (other requests are unconstrained).
-
-    ``waiting``: not admitted yet. ``loading``: admitted, its remote KV not yet reported loaded.
-    ``loaded``: load reported complete, not yet scheduled (promotion pending or refused).
-    ``preempted``: ran, then preempted, not running now.
-    """
-
-    waiting: list[str] = []
-    loading: list[str] = []
-    loaded: list[str] = []
-    running: list[str] = []
-    preempted: list[str] = []
-    finished: list[str] = []
-
-    def by_state(self) -> dict[StateName, list[str]]:
-        return {state: getattr(self, state) for state in get_args(StateName)}
-
-    def ids(self) -> set[str]:
-        return {rid for ids in self.by_state().values() for rid in ids}
-
-
-# The fields above are the states' names; a state added to one must be added to the other.
-assert tuple(StateExpectation.model_fields) == get_args(StateName)
-
-
-class StepEvent(Strict):
-    """Run ``step`` scheduler steps (schedule + model output), then check ``expect``."""
-
-    step: Annotated[int, Field(ge=1)] = 1  # bounded by limits.steps
-    expect: StateExpectation | None = None
-
-
-class CompleteLoadEvent(Strict):
-    """The remote side finishes these loads; the next step's output reports them."""
-
-    complete_load: list[str]
-
-
-class RunBound(Strict):
-    max_steps: Annotated[int, Field(ge=1)] = 200  # bounded by limits.steps
-
-
-class RunEvent(Strict):
-    """Step until every request finished or nothing can change; remote loads complete a step
-    after admission. Ends the scenario."""
-
-    run: RunBound
-
-
-_EVENT_KEYS = ("complete_load", "abort", "fail_load", "run", "step")
-
-
-def _event_kind(value: Any) -> str | None:
-    if isinstance(value, dict):
-        keys = [key for key in _EVENT_KEYS if key in value]
-        return keys[0] if keys else ("step" if "expect" in value else None)
-    models: tuple[type, ...] = (CompleteLoadEvent, AbortEvent, FailLoadEvent, RunEvent, StepEvent)
-    kinds: dict[type, str] = dict(zip(models, _EVENT_KEYS, strict=True))
-    return kinds.get(type(value))
-
-
-# Tagged by the key an event starts with, so a mistake is reported against that kind of event.
-Event = Annotated[
-    Annotated[StepEvent, Tag("step")]
-    | Annotated[CompleteLoadEvent, Tag("complete_load")]
-    | Annotated[AbortEvent, Tag("abort")]
-    | Annotated[FailLoadEvent, Tag("fail_load")]
-    | Annotated[RunEvent, Tag("run")],
-    Discriminator(
-        _event_kind,
-        custom_error_type="event_kind",
-        custom_error_message="an event is one of step:, complete_load:, abort:, fail_load: or run:",
-    ),
-]
 
 
 class Axis(Strict):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
+from matrix.events import RunEvent
 from matrix.scenarios import Draw, layout_family, scenarios
-from matrix.schema import CaseFile, RunEvent
+from matrix.schema import CaseFile
 
 
 @settings(max_examples=200, deadline=None)

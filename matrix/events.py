@@ -1,0 +1,117 @@
+"""The events a case plays, in order: steps with what must hold after them, load completions
+and failures the worker reports, aborts the engine makes, and the final run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, Discriminator, Field, Tag
+
+from matrix.strict import STRICT
+
+# A request's state in the words of a step's ``expect`` (see StateExpectation).
+StateName = Literal["waiting", "loading", "loaded", "running", "preempted", "finished"]
+
+
+class Strict(BaseModel):  # ruff knows a pydantic model by a base defined here
+    model_config = STRICT
+
+
+class AbortEvent(Strict):
+    """The engine aborts these requests (a client went away), wherever they are."""
+
+    abort: Annotated[list[str], Field(min_length=1)]
+
+
+class FailLoadEvent(Strict):
+    """The worker reports these loads failed, as NIXL does: in the next step's connector
+    output, through the release's failure mechanism."""
+
+    fail_load: Annotated[list[str], Field(min_length=1)]
+
+
+class StateExpectation(Strict):
+    """Request ids that must be in each state after a step (other requests are unconstrained).
+
+    ``waiting``: not admitted yet. ``loading``: admitted, its remote KV not yet reported loaded.
+    ``loaded``: load reported complete, not yet scheduled (promotion pending or refused).
+    ``preempted``: ran, then preempted, not running now.
+    """
+
+    waiting: list[str] = []
+    loading: list[str] = []
+    loaded: list[str] = []
+    running: list[str] = []
+    preempted: list[str] = []
+    finished: list[str] = []
+
+    def by_state(self) -> dict[StateName, list[str]]:
+        return {state: getattr(self, state) for state in get_args(StateName)}
+
+    def ids(self) -> set[str]:
+        return {rid for ids in self.by_state().values() for rid in ids}
+
+
+# The fields above are the states' names; a state added to one must be added to the other.
+assert tuple(StateExpectation.model_fields) == get_args(StateName)
+
+
+class StepEvent(Strict):
+    """Run ``step`` scheduler steps (schedule + model output), then check ``expect``."""
+
+    step: Annotated[int, Field(ge=1)] = 1  # bounded by limits.steps
+    expect: StateExpectation | None = None
+
+
+class CompleteLoadEvent(Strict):
+    """The remote side finishes these loads; the next step's output reports them."""
+
+    complete_load: list[str]
+
+
+class RunBound(Strict):
+    max_steps: Annotated[int, Field(ge=1)] = 200  # bounded by limits.steps
+
+
+class RunEvent(Strict):
+    """Step until every request finished or nothing can change; remote loads complete a step
+    after admission. Ends the scenario."""
+
+    run: RunBound
+
+
+_EVENT_KEYS = ("complete_load", "abort", "fail_load", "run", "step")
+
+
+def _event_kind(value: Any) -> str | None:
+    if isinstance(value, dict):
+        keys = [key for key in _EVENT_KEYS if key in value]
+        return keys[0] if keys else ("step" if "expect" in value else None)
+    models: tuple[type, ...] = (CompleteLoadEvent, AbortEvent, FailLoadEvent, RunEvent, StepEvent)
+    kinds: dict[type, str] = dict(zip(models, _EVENT_KEYS, strict=True))
+    return kinds.get(type(value))
+
+
+# Tagged by the key an event starts with, so a mistake is reported against that kind of event.
+Event = Annotated[
+    Annotated[StepEvent, Tag("step")]
+    | Annotated[CompleteLoadEvent, Tag("complete_load")]
+    | Annotated[AbortEvent, Tag("abort")]
+    | Annotated[FailLoadEvent, Tag("fail_load")]
+    | Annotated[RunEvent, Tag("run")],
+    Discriminator(
+        _event_kind,
+        custom_error_type="event_kind",
+        custom_error_message="an event is one of step:, complete_load:, abort:, fail_load: or run:",
+    ),
+]
+
+
+def named_requests(event: object) -> Sequence[str]:
+    """The request ids an engine event names."""
+    if isinstance(event, AbortEvent):
+        return event.abort
+    if isinstance(event, FailLoadEvent):
+        return event.fail_load
+    return ()
