@@ -17,19 +17,15 @@ from matrix.custom_variants import VariantLoadError, run_variants
 from matrix.expand import CASE_SUFFIXES, CellSpec, cells_from_file, shipped_cases
 from matrix.loader import CaseFileError, claim_name
 from matrix.model_schema import is_model_file
-from matrix.report import (
-    Cell,
+from matrix.report import Cell, expected_stock, make_cell, run_info, write_report
+from matrix.tables import (
     case_table,
-    expected_stock,
-    make_cell,
     mismatches,
     models_table,
     render_text,
-    run_info,
     sort_cells,
     summary_table,
     tightness_table,
-    write_report,
 )
 from matrix.variant_names import BuiltInVariant
 from matrix.variants import Variant

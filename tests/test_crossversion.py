@@ -9,16 +9,13 @@ from typing import Any
 import pytest
 
 from matrix.crossversion import (
-    FIDELITY_CHECKS,
-    FidelityCheck,
     ReportError,
     cases_by_release,
-    check_fidelity,
-    dev_checks,
     load_reports,
     main,
     summary_by_release,
 )
+from matrix.fidelity import FIDELITY_CHECKS, FidelityCheck, check_fidelity, dev_checks
 
 
 def cell(case: str, variant: str, kind: str = "finished", pools: tuple[int, ...] = ()) -> Any:

@@ -7,14 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.report import (
-    Cell,
-    RunInfo,
-    case_table,
-    markdown_report,
-    summary_table,
-    write_report,
-)
+from matrix.report import Cell, RunInfo, markdown_report, write_report
+from matrix.tables import case_table, summary_table
 
 INFO = RunInfo("0.33.0", ships="fixed")
 

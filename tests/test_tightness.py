@@ -6,7 +6,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from matrix.report import Cell, RunInfo, markdown_report, tightness_table, write_report
+from matrix.report import Cell, RunInfo, markdown_report, write_report
+from matrix.tables import tightness_table
 from matrix.tightness import over_reservation, tightness_label
 from matrix.verdict import RunKind, RunOutcome
 

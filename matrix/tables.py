@@ -1,0 +1,158 @@
+"""Tables from cells: case x variant (expected vs observed), tightness, the upstream PR's summary
+shape and the described models; rendered as aligned text or Markdown.
+
+Pure: works on :class:`~matrix.report.Cell` records and returns lists of strings.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from matrix.tightness import tightness_label
+from matrix.variant_names import VARIANT_NAMES
+
+if TYPE_CHECKING:  # report builds its reports from these tables
+    from matrix.report import Cell
+
+# The upstream PR's row names; the other variants keep their own names.
+ROW_LABELS = {
+    "original": "Original",
+    "group_count": "Original x group count",
+    "fixed": "This fix",
+}
+COLUMN_ORDER = (
+    "Single group",
+    "Multiple groups",
+    "Different block sizes",
+    "Mamba none",
+    "Mamba align",
+)
+
+
+def sort_cells(cells: Iterable[Cell]) -> list[Cell]:
+    order: dict[str, int] = {name: index for index, name in enumerate(VARIANT_NAMES)}
+    return sorted(cells, key=lambda c: (c.case, order.get(c.variant, len(order)), c.variant))
+
+
+def _variants(cells: Sequence[Cell]) -> list[str]:
+    present = {c.variant for c in cells}
+    return [v for v in VARIANT_NAMES if v in present] + sorted(present - set(VARIANT_NAMES))
+
+
+def cell_text(cell: Cell) -> str:
+    if cell.observed == "skip":
+        return "skip"
+    text = "pass" if cell.observed == "pass" else f"FAIL {cell.kind}"
+    if not cell.as_expected:
+        wanted = cell.expected_kind or cell.expected
+        text += f" (expected {wanted})"
+    return text
+
+
+Table = tuple[list[str], list[list[str]]]
+
+
+def row_label(case: str, mismatch: bool) -> str:
+    """A table row's first cell; ``!`` marks a row with a cell against its expectation."""
+    return f"! {case}" if mismatch else case
+
+
+def case_table(cells: Sequence[Cell]) -> Table:
+    variants = _variants(cells)
+    by_case: dict[str, dict[str, Cell]] = {}
+    for cell in sort_cells(cells):
+        by_case.setdefault(cell.case, {})[cell.variant] = cell
+    rows = []
+    for case, row in by_case.items():
+        mismatch = any(not c.as_expected for c in row.values())
+        rows.append(
+            [row_label(case, mismatch)] + [cell_text(row[v]) if v in row else "-" for v in variants]
+        )
+    return ["case", *variants], rows
+
+
+def tightness_table(cells: Sequence[Cell]) -> Table:
+    """Case x variant: blocks of over-reservation (0 tight), ``stall`` (under-reservation)."""
+    variants = _variants(cells)
+    by_case: dict[str, dict[str, Cell]] = {}
+    for cell in sort_cells(cells):
+        by_case.setdefault(cell.case, {})[cell.variant] = cell
+    rows = [
+        [case] + [tightness_text(row[v]) if v in row else "-" for v in variants]
+        for case, row in by_case.items()
+    ]
+    return ["case", *variants], rows
+
+
+def tightness_text(cell: Cell) -> str:
+    return tightness_label(cell.kind, cell.over_reservation)
+
+
+def columns_of(cells: Sequence[Cell]) -> list[str]:
+    present = {c.column for c in cells if c.column}
+    return [c for c in COLUMN_ORDER if c in present] + sorted(present - set(COLUMN_ORDER))
+
+
+def column_verdict(members: Sequence[Cell]) -> str:
+    """Fail if any member fails, Pass if every member that ran passed, Skip if none ran."""
+    observed = {c.observed for c in members}
+    if "fail" in observed:
+        return "Fail"
+    return "Pass" if "pass" in observed else "Skip"
+
+
+def summary_table(cells: Sequence[Cell]) -> Table:
+    """Rows are variants, columns the cases' ``column`` labels; a column passes for a variant
+    when every case in it that ran passes (see :func:`column_verdict`)."""
+    columns = columns_of(cells)
+    rows = []
+    for variant in _variants(cells):
+        row = [ROW_LABELS.get(variant, variant)]
+        for column in columns:
+            members = [c for c in cells if c.variant == variant and c.column == column]
+            if not members:
+                row.append("-")
+            else:
+                row.append(column_verdict(members))
+        rows.append(row)
+    return ["Implementation", *columns], rows
+
+
+def models_table(cells: Sequence[Cell]) -> Table:
+    """Rows are described models, columns variants: Pass when every cell of the model that
+    ran passed, else the failures by kind (many are expected: each case says which)."""
+    variants = _variants(cells)
+    rows = []
+    for model in sorted({c.model for c in cells if c.model}):
+        row = [model]
+        for variant in variants:
+            ran = [c for c in cells if c.model == model and c.variant == variant]
+            kinds = Counter(c.kind for c in ran if c.observed == "fail")
+            if not kinds:
+                row.append(column_verdict(ran) if ran else "-")
+            else:
+                row.append("Fail: " + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())))
+        rows.append(row)
+    return ["Model", *[ROW_LABELS.get(v, v) for v in variants]], rows
+
+
+def render_text(table: Table) -> str:
+    header, rows = table
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(table: Table) -> str:
+    header, rows = table
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def mismatches(cells: Sequence[Cell]) -> list[Cell]:
+    return [c for c in sort_cells(cells) if not c.as_expected]
