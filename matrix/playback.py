@@ -68,9 +68,16 @@ class Scenario:
     orphaned_loads: set[str] = field(default_factory=set)
     leak: str = ""  # the first block accounting violation
     deadline: float = math.inf  # on the clock; checked after every step
+    # The state before the first step, read once: the checks before a run's first step ask for
+    # it several times, and reading it costs as much as a step's own bookkeeping.
+    _before_first_step: SchedulerState | None = None
 
     def state(self) -> SchedulerState:
-        return self.records[-1].state if self.records else self.handle.state()
+        if self.records:
+            return self.records[-1].state
+        if self._before_first_step is None:
+            self._before_first_step = self.handle.state()
+        return self._before_first_step
 
     def _unreported_loads(self) -> set[str]:
         loading = {
@@ -98,6 +105,7 @@ class Scenario:
         failing = self._failing()
         outcome = self.handle.step(self._deliverable() - failing, failing)
         state = self.handle.state()
+        self._before_first_step = None  # a step, recorded or not, moves the scheduler on
         step = len(self.records) + 1
         for request in state.requests:
             if request.status == LOADING:
@@ -124,6 +132,7 @@ class Scenario:
             if by_id[request_id].status == LOADING and not by_id[request_id].load_reported_done
         }
         self.handle.abort(request_ids)
+        self._before_first_step = None  # an abort before any step changes it
 
     def all_finished(self) -> bool:
         finished = all(r.status == FINISHED for r in self.state().requests)
