@@ -16,7 +16,7 @@ REPORTS = Path("reports")
 
 def _validate(paths: list[Path], references: list[str]) -> int:
     from matrix.custom_variants import VariantLoadError, run_variants
-    from matrix.expand import NEWEST_SHIPPED, case_files, cells_from_file
+    from matrix.expand import CASE_SUFFIXES, NEWEST_SHIPPED, case_files, cells_from_file
     from matrix.loader import CaseFileError, claim_name, read_description
     from matrix.model_schema import is_model_file
 
@@ -26,7 +26,7 @@ def _validate(paths: list[Path], references: list[str]) -> int:
         print(f"--variant: {error}")
         return 2
     # A directory named like a case file is a mistake to report, not a folder to search.
-    named = [[p] if p.suffix in (".yaml", ".yml") else case_files(p) for p in paths]
+    named = [[p] if p.suffix in CASE_SUFFIXES else case_files(p) for p in paths]
     files = list(dict.fromkeys(f for group in named for f in group))
     problems = 0
     claimed: dict[str, tuple[Path, str]] = {}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix.adapters import release_key, release_of
+from matrix.devsource import Source
 from matrix.fidelity import (
     COMPARED_FIELDS,
     DEV,
@@ -27,7 +28,7 @@ from matrix.report import Cell
 from matrix.tables import (
     Table,
     cell_text,
-    column_verdict,
+    column_row,
     columns_of,
     render_markdown,
     render_text,
@@ -95,8 +96,6 @@ def load_reports(paths: Sequence[Path]) -> dict[str, ReleaseReport]:
 def _source_text(source: Any) -> str:
     if not isinstance(source, dict):
         return ""
-    from matrix.devsource import Source
-
     return Source(**source).describe()
 
 
@@ -128,12 +127,7 @@ def summary_by_release(reports: dict[str, ReleaseReport]) -> Table:
     columns = columns_of(stock)
     rows = []
     for report in reports.values():
-        cells = report.cells_of("stock").values()
-        row = [report.label]
-        for column in columns:
-            members = [c for c in cells if c.column == column]
-            row.append(column_verdict(members) if members else "-")
-        rows.append(row)
+        rows.append([report.label, *column_row(report.cells_of("stock").values(), columns)])
     return ["Release (stock)", *columns], rows
 
 

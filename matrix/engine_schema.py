@@ -40,9 +40,6 @@ class Engine(Strict):
     async_scheduling: bool | None = None
     kv_load_failure_policy: str | None = None
 
-    def is_async(self) -> bool:
-        return bool(self.async_scheduling)
-
 
 # Accepted drafts per decode step of each request, the last value repeating; "all" and "none"
 # are the two extremes.

@@ -81,16 +81,21 @@ class RunEvent(Strict):
     run: RunBound
 
 
-_EVENT_KEYS = ("complete_load", "abort", "fail_load", "run", "step")
+# Each event's key, in the order a mapping naming several is read as one of them.
+_KIND_OF_MODEL: dict[type, str] = {
+    CompleteLoadEvent: "complete_load",
+    AbortEvent: "abort",
+    FailLoadEvent: "fail_load",
+    RunEvent: "run",
+    StepEvent: "step",
+}
 
 
 def _event_kind(value: Any) -> str | None:
     if isinstance(value, dict):
-        keys = [key for key in _EVENT_KEYS if key in value]
+        keys = [key for key in _KIND_OF_MODEL.values() if key in value]
         return keys[0] if keys else ("step" if "expect" in value else None)
-    models: tuple[type, ...] = (CompleteLoadEvent, AbortEvent, FailLoadEvent, RunEvent, StepEvent)
-    kinds: dict[type, str] = dict(zip(models, _EVENT_KEYS, strict=True))
-    return kinds.get(type(value))
+    return _KIND_OF_MODEL.get(type(value))
 
 
 # Tagged by the key an event starts with, so a mistake is reported against that kind of event.
@@ -109,9 +114,13 @@ Event = Annotated[
 
 
 def named_requests(event: object) -> Sequence[str]:
-    """The request ids an engine event names."""
+    """The request ids an event names (a step names those its ``expect`` lists)."""
     if isinstance(event, AbortEvent):
         return event.abort
     if isinstance(event, FailLoadEvent):
         return event.fail_load
+    if isinstance(event, CompleteLoadEvent):
+        return event.complete_load
+    if isinstance(event, StepEvent) and event.expect is not None:
+        return sorted(event.expect.ids())
     return ()

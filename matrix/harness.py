@@ -80,6 +80,8 @@ def measure_fit(adapter: VersionAdapter, case: CaseFile, deadline: float = math.
     )
     if cache_key in _fit_cache:
         return _fit_cache[cache_key]
+    # Once per case content, like the fit (a failure is never cached, so it fails every cell).
+    check_lookahead(adapter, case)
     ample = ample_pool(case)
     fit = 0
     for request in case.requests:
@@ -128,7 +130,6 @@ def run_cell(
     deadline = clock() + cell.case.spec.limit("seconds")
     try:
         case = adapter.resolve(cell.case.spec)
-        check_lookahead(adapter, case)
         fit = measure_fit(adapter, case, deadline)
     except CellTimeout as timeout:
         return _timed_out(cell, "measuring the fit", timeout, 0, [])

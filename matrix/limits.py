@@ -54,7 +54,7 @@ def _sizes(case: CaseFile) -> Iterator[tuple[Place, str, int, str]]:
     # The fit is measured in a pool that holds a request of max_model_len tokens.
     sequence_blocks = 0
     for index, group in enumerate(case.groups):
-        size = case.max_model_len if group.block_size == "max_model_len" else group.block_size
+        size = group.tokens_per_block(case.max_model_len)
         sequence_blocks += math.ceil(case.max_model_len / size)
         yield ("groups", index, "block_size"), "block_size", size, ""
         yield ("groups", index, "window"), "max_model_len", group.window or 0, ""

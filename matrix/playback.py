@@ -139,10 +139,13 @@ class Scenario:
         return finished and not (self.orphaned_loads & self._unreported_loads())
 
     def stuck(self) -> bool:
-        if len(self.records) <= STUCK_AFTER or self._deliverable() or self._failing():
+        if len(self.records) <= STUCK_AFTER:
             return False
+        # The records first: they differ on almost every step of a run that makes progress.
         recent = self.records[-(STUCK_AFTER + 1) :]
-        return all(not r.scheduled and r.state == recent[0].state for r in recent)
+        if not all(not r.scheduled and r.state == recent[0].state for r in recent):
+            return False
+        return not (self._deliverable() or self._failing())
 
     def run(self, bound: RunBound) -> StopReason:
         """Steps until done or stuck; the remote side completes each load its

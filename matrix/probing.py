@@ -35,7 +35,6 @@ class Probe:
     failed: bool
     kind: str  # "finished" or the failure kind
     detail: str
-    failing_pools: tuple[int, ...]
     tightness: str  # see tightness.tightness_label
 
     @property
@@ -70,7 +69,7 @@ def probe(
     except Exception as error:  # harness.run_cell fails the cell the same way
         written = draw.case_data(0) | {"fit_slack": data["fit_slack"]}
         detail = f"{type(error).__name__}: {error}"
-        return Probe(variant, written, True, "error", detail, (), "error")
+        return Probe(variant, written, True, "error", detail, "error")
     written = {**draw.case_data(fit), "fit_slack": data["fit_slack"]}
     case = CaseFile.model_validate(written)
     start, stop = draw.pools(fit)
@@ -78,16 +77,10 @@ def probe(
         p: classify_run(run_scenario(adapter, case, variant, p)) for p in range(start, stop + 1)
     }
     verdict = judge_cell(list(runs.values()), fit, case.fit_slack)
-    tight = _scan(adapter, case, variant, fit, runs)
-    return Probe(
-        variant,
-        written,
-        verdict.observed == "fail",
-        verdict.kind,
-        verdict.detail,
-        verdict.failing_pools,
-        "stall" if verdict.kind == "stall" else tight,
-    )
+    # A stall is under-reservation whatever the larger pools do: no scan for it.
+    tight = "stall" if verdict.kind == "stall" else _scan(adapter, case, variant, fit, runs)
+    failed = verdict.observed == "fail"
+    return Probe(variant, written, failed, verdict.kind, verdict.detail, tight)
 
 
 def _fit(adapter: VersionAdapter, data: dict[str, Any]) -> int:

@@ -134,7 +134,9 @@ def run_info() -> RunInfo:
     version = installed_vllm_version()
     if version is None:
         return RunInfo(None, matrix_digest=matrix_digest())
-    return RunInfo(release_label(version), expected_stock(), matrix_digest(), installed_source())
+    source = installed_source()  # up to three git calls: once per report
+    ships = shipped_variant(version, dev_build=source is not None)
+    return RunInfo(release_label(version), ships, matrix_digest(), source)
 
 
 def markdown_report(cells: Sequence[Cell], info: RunInfo) -> str:

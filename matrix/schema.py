@@ -13,11 +13,9 @@ from pydantic.json_schema import SkipJsonSchema
 
 from matrix.engine_schema import Accept, Engine, Prefix, check_engine_rules
 from matrix.events import (
-    CompleteLoadEvent,
     Event,
     RunBound,
     RunEvent,
-    StepEvent,
     named_requests,
 )
 from matrix.limits import LIMITS, excess
@@ -235,12 +233,7 @@ class CaseFile(Strict):
         for index, event in enumerate(self.events):
             if isinstance(event, RunEvent) and index < len(self.events) - 1:
                 raise PlacedError(("events", index), "'run' ends a scenario: it must come last")
-            named: set[str] = set(named_requests(event))
-            if isinstance(event, CompleteLoadEvent):
-                named = set(event.complete_load)
-            elif isinstance(event, StepEvent) and event.expect is not None:
-                named = event.expect.ids()
-            unknown = sorted(named - seen)
+            unknown = sorted(set(named_requests(event)) - seen)
             if unknown:
                 raise PlacedError(("events", index), f"unknown requests: {', '.join(unknown)}")
         check_engine_rules(self)

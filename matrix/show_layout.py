@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -60,16 +61,7 @@ def derived(options: argparse.Namespace) -> dict[str, Any]:
     return {
         "model": case.model,
         "vllm_version": installed_vllm_version(),
-        "groups": [
-            {
-                "kind": g.kind,
-                "block_size": g.block_size,
-                "layers": g.layers,
-                "window": g.window,
-                "mamba_mode": g.mamba_mode,
-            }
-            for g in layout.groups
-        ],
+        "groups": [asdict(g) for g in layout.groups],
         "scheduler_block_size": scheduler_block,
         "hash_block_size": hash_block,
     }

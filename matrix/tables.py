@@ -7,7 +7,7 @@ Pure: works on :class:`~matrix.report.Cell` records and returns lists of strings
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from matrix.tightness import tightness_label
@@ -59,40 +59,47 @@ def row_label(case: str, mismatch: bool) -> str:
     return f"! {case}" if mismatch else case
 
 
-def case_table(cells: Sequence[Cell]) -> Table:
+def _case_by_variant(
+    cells: Sequence[Cell], text: Callable[[Cell], str], mark_mismatches: bool
+) -> Table:
+    """One row per case, one column per variant, each cell as ``text`` says (``-``: not run)."""
     variants = _variants(cells)
     by_case: dict[str, dict[str, Cell]] = {}
     for cell in sort_cells(cells):
         by_case.setdefault(cell.case, {})[cell.variant] = cell
     rows = []
     for case, row in by_case.items():
-        mismatch = any(not c.as_expected for c in row.values())
+        mismatch = mark_mismatches and any(not c.as_expected for c in row.values())
         rows.append(
-            [row_label(case, mismatch)] + [cell_text(row[v]) if v in row else "-" for v in variants]
+            [row_label(case, mismatch)] + [text(row[v]) if v in row else "-" for v in variants]
         )
     return ["case", *variants], rows
 
 
+def case_table(cells: Sequence[Cell]) -> Table:
+    return _case_by_variant(cells, cell_text, mark_mismatches=True)
+
+
 def tightness_table(cells: Sequence[Cell]) -> Table:
     """Case x variant: blocks of over-reservation (0 tight), ``stall`` (under-reservation)."""
-    variants = _variants(cells)
-    by_case: dict[str, dict[str, Cell]] = {}
-    for cell in sort_cells(cells):
-        by_case.setdefault(cell.case, {})[cell.variant] = cell
-    rows = [
-        [case] + [tightness_text(row[v]) if v in row else "-" for v in variants]
-        for case, row in by_case.items()
-    ]
-    return ["case", *variants], rows
-
-
-def tightness_text(cell: Cell) -> str:
-    return tightness_label(cell.kind, cell.over_reservation)
+    return _case_by_variant(
+        cells, lambda c: tightness_label(c.kind, c.over_reservation), mark_mismatches=False
+    )
 
 
 def columns_of(cells: Sequence[Cell]) -> list[str]:
     present = {c.column for c in cells if c.column}
     return [c for c in COLUMN_ORDER if c in present] + sorted(present - set(COLUMN_ORDER))
+
+
+def column_row(cells: Iterable[Cell], columns: Sequence[str]) -> list[str]:
+    """Each column's verdict over the cells in it (see :func:`column_verdict`), ``-`` if none."""
+    cells = list(cells)
+    verdicts = []
+    for column in columns:
+        members = [c for c in cells if c.column == column]
+        verdicts.append(column_verdict(members) if members else "-")
+    return verdicts
 
 
 def column_verdict(members: Sequence[Cell]) -> str:
@@ -109,14 +116,8 @@ def summary_table(cells: Sequence[Cell]) -> Table:
     columns = columns_of(cells)
     rows = []
     for variant in _variants(cells):
-        row = [ROW_LABELS.get(variant, variant)]
-        for column in columns:
-            members = [c for c in cells if c.variant == variant and c.column == column]
-            if not members:
-                row.append("-")
-            else:
-                row.append(column_verdict(members))
-        rows.append(row)
+        of_variant = [c for c in cells if c.variant == variant]
+        rows.append([ROW_LABELS.get(variant, variant), *column_row(of_variant, columns)])
     return ["Implementation", *columns], rows
 
 

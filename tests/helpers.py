@@ -14,6 +14,21 @@ HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason="vLLM is not installed (use tox -e tests)")
 
 
+# A small two-group case the plugin and variant tests run end to end (6 cells, a few seconds).
+TWO_GROUP_CASE = """\
+name: small
+column: Multiple groups
+groups:
+  - {kind: full, block_size: 4}
+  - {kind: full, block_size: 4}
+speculative: {method: eagle, num_tokens: 1}
+pool: {start: 8, stop: 14}
+requests:
+  - {id: a, prompt: 16}
+expect: {none: fail, original: fail}
+"""
+
+
 class WriteCase(Protocol):
     """The ``write_case`` fixture: writes ``text`` to a file in the test's folder."""
 

@@ -12,7 +12,7 @@ from matrix.custom_variants import VariantLoadError, load_reference, run_variant
 from matrix.expand import cells_from_file
 from matrix.loader import CaseFileError
 from matrix.variant_names import VARIANT_NAMES
-from tests.helpers import REPO, WriteCase, needs_vllm
+from tests.helpers import REPO, TWO_GROUP_CASE, WriteCase, needs_vllm, replaced
 
 # A variant as a user writes one: the fix's rule under another name, and one that reserves
 # a whole pool's worth, which can never admit anything.
@@ -45,18 +45,14 @@ GREEDY = Greedy()
 TAKEN = Renamed("fixed")
 NOT_A_VARIANT = 3
 """
-CASE = """\
-name: small
-column: Multiple groups
-groups:
-  - {kind: full, block_size: 4}
-  - {kind: full, block_size: 4}
-speculative: {method: eagle, num_tokens: 1}
-pool: {start: 8, stop: 12}
-requests:
-  - {id: a, prompt: 16}
-expect: {default: pass, none: fail, original: fail, greedy: not_admitted}
-"""
+CASE = replaced(
+    TWO_GROUP_CASE,
+    ("pool: {start: 8, stop: 14}", "pool: {start: 8, stop: 12}"),
+    (
+        "expect: {none: fail, original: fail}",
+        "expect: {default: pass, none: fail, original: fail, greedy: not_admitted}",
+    ),
+)
 
 
 @pytest.fixture
@@ -110,7 +106,7 @@ def test_cases_name_known_variants_only(write_case: WriteCase) -> None:
 
 
 def test_a_case_that_lists_its_variants_runs_only_those(write_case: WriteCase) -> None:
-    path = write_case(CASE.replace("expect:", "variants: [stock, fixed]\nexpect:"))
+    path = write_case(replaced(CASE, ("expect:", "variants: [stock, fixed]\nexpect:")))
     cells = cells_from_file(path, variants=(*VARIANT_NAMES, "greedy"))
     assert [c.variant for c in cells] == ["stock", "fixed"]
 

@@ -91,7 +91,7 @@ def test_rejected_drafts_take_more_steps(adapter: Any, write_case: WriteCase) ->
     base = replaced(ONE_GROUP, ("num_tokens: 3}", "num_tokens: 3, accept: ACCEPT}"))
     steps = {}
     for accept in ("all", "none", "[1]"):
-        case = case_of(write_case(base.replace("ACCEPT", accept)))
+        case = case_of(write_case(replaced(base, ("ACCEPT", accept))))
         steps[accept] = steps_to_finish(run_scenario(adapter, case, "stock", 24))
     # a decodes 8 tokens: 2 steps when all 3 drafts are accepted, 8 with none, 4 with one.
     assert steps["all"] < steps["[1]"] < steps["none"]
@@ -104,7 +104,7 @@ def test_an_abort_returns_every_block(
 ) -> None:
     events = f"events:\n  - step: {when}\n  - abort: [a]\n  - run: {{}}\n" if when else ""
     text = replaced(ONE_GROUP, ("async_scheduling: false", f"async_scheduling: {asynchronous}"))
-    case = case_of(write_case(text + events.replace("step: 0\n", "")))
+    case = case_of(write_case(text + events))
     trace = run_scenario(adapter, case, "stock", 24)
     assert (trace.stopped, trace.leak) == ("finished", "")
     # No leak: every block came back once both were done (batches in flight and deferred

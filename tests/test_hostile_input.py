@@ -4,7 +4,6 @@ expected lines tests/corpus/expected.txt; files git cannot hold well are made he
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -19,17 +18,14 @@ from matrix import harness
 from matrix.__main__ import main
 from matrix.expand import cells_from_file
 from matrix.limits import LIMITS, MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
+from tests.helpers import REPO, needs_vllm, replaced
 
-REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path("tests", "corpus")  # relative: the lines name files as given, run from REPO
 ENTRIES = [
     line
     for line in (REPO / CORPUS / "expected.txt").read_text().splitlines()
     if line and not line.startswith("#")
 ]
-needs_vllm = pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (use tox -e tests)"
-)
 SMALL = """\
 name: {name}
 groups:
@@ -138,7 +134,7 @@ def test_validate_over_everything_at_once_never_tracebacks(
 
 def test_limits_are_raised_explicitly_and_only_so_far(tmp_path: Path) -> None:
     path = tmp_path / "big.yaml"
-    path.write_text(SMALL.format(name="big").replace("pool: 12", "pool: 100000"))
+    path.write_text(replaced(SMALL.format(name="big"), ("pool: 12", "pool: 100000")))
     with pytest.raises(Exception, match=r"pool: 100,000 blocks, over the limit of 65,536"):
         cells_from_file(path)
     path.write_text(path.read_text() + "limits: {pool: 100000}\n")
@@ -176,21 +172,14 @@ def test_every_limit_is_documented() -> None:
         assert f"{value:,}" in docs
 
 
-@pytest.fixture(scope="module")
-def adapter() -> Any:
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("vLLM is not installed")
-    from matrix.adapters import select_adapter
-
-    return select_adapter()
-
-
 @needs_vllm
 def test_a_cell_past_its_time_fails_naming_where_and_the_run_goes_on(
     adapter: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "slow.yaml"
-    path.write_text(SMALL.format(name="slow").replace("pool: 12", "pool: {start: 11, stop: 12}"))
+    path.write_text(
+        replaced(SMALL.format(name="slow"), ("pool: 12", "pool: {start: 11, stop: 12}"))
+    )
     cell = cells_from_file(path)[0]
     assert harness.run_cell(adapter, cell).kind == "finished"  # and the fit is now cached
     ticks = iter(range(0, 10**9, 1000))  # every reading of the clock is 1,000 s later

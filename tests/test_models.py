@@ -115,7 +115,8 @@ def test_impossible_numbers_name_the_model_file(
 
 def test_groups_and_a_described_model_exclude_each_other(write_case: WriteCase) -> None:
     text = (
-        MODEL_CASE.replace("tiny-model", "llama-3.1-8b") + "groups: [{kind: full, block_size: 4}]\n"
+        replaced(MODEL_CASE, ("tiny-model", "llama-3.1-8b"))
+        + "groups: [{kind: full, block_size: 4}]\n"
     )
     assert problem(write_case(text)).message.startswith("groups: a described model's groups")
 
@@ -132,7 +133,7 @@ def test_model_as_a_matrix_axis(tmp_path: Path) -> None:
 
 @needs_vllm
 def test_an_architecture_vllm_lacks_skips_with_the_reason(adapter: Any, tmp_path: Path) -> None:
-    unknown = TINY_MODEL.replace("LlamaForCausalLM", "NoSuchModelForCausalLM")
+    unknown = replaced(TINY_MODEL, ("LlamaForCausalLM", "NoSuchModelForCausalLM"))
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "tiny-model.yaml").write_text(unknown)
     (tmp_path / "tiny.yaml").write_text(MODEL_CASE)

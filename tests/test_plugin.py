@@ -9,23 +9,12 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import CASES, needs_vllm, replaced
+from tests.helpers import CASES, TWO_GROUP_CASE, needs_vllm, replaced
 
 pytestmark = needs_vllm
 
 INI = "[pytest]\nmatrix_cases = cases\n"
-SMALL = """\
-name: small
-column: Multiple groups
-groups:
-  - {kind: full, block_size: 4}
-  - {kind: full, block_size: 4}
-speculative: {method: eagle, num_tokens: 1}
-pool: {start: 8, stop: 14}
-requests:
-  - {id: a, prompt: 16}
-expect: {none: fail, original: fail}
-"""
+SMALL = TWO_GROUP_CASE
 
 
 @pytest.fixture

@@ -235,12 +235,18 @@ def layout_for(case: CaseFile) -> DerivedLayout:
     return _layouts[key]
 
 
+def case_groups(case: CaseFile) -> list[Group]:
+    """The groups a case runs: written out, or a described model's derived layout."""
+    if case.described is None:
+        return list(case.groups)
+    return [group.as_group() for group in layout_for(case).groups]
+
+
 def with_layout(case: CaseFile) -> CaseFile:
     """The case with its groups (a described model's from its derived layout) and its prompts
     in tokens (one given in blocks counts the cache's attention block size)."""
     if case.described is not None:
-        groups = [group.as_group() for group in layout_for(case).groups]
-        case = case.model_copy(update={"groups": groups})
+        case = case.model_copy(update={"groups": case_groups(case)})
     block_size = _cache_block_size(case)
     requests = []
     for request in case.requests:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters import Requirement
-from matrix.adapters.config import async_refusal, layout_for, with_layout
+from matrix.adapters.config import async_refusal, case_groups, with_layout
 from matrix.adapters.handle import Handle
 from matrix.adapters.layout import LayoutError
 from matrix.adapters.probe import (
@@ -59,12 +59,10 @@ class Vllm030:
         return with_layout(case)
 
     def unsupported(self, case: CaseFile) -> str | None:
-        groups = case.groups
-        if case.described is not None:
-            try:
-                groups = [group.as_group() for group in layout_for(case).groups]
-            except LayoutError as error:
-                return f"vLLM {self.release} cannot derive model {case.model}'s layout: {error}"
+        try:
+            groups = case_groups(case)
+        except LayoutError as error:
+            return f"vLLM {self.release} cannot derive model {case.model}'s layout: {error}"
         modes = release_mamba_modes()
         for group in groups:
             if group.kind == "mamba" and group.mamba_mode not in modes:
