@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from matrix.expand import shipped_cases
+from matrix.case.shipped import shipped_cases
 from matrix.variant_names import VARIANT_NAMES
 
 DEFAULT_CASES = shipped_cases()
@@ -15,10 +15,11 @@ REPORTS = Path("reports")
 
 
 def _validate(paths: list[Path], references: list[str]) -> int:
-    from matrix.custom_variants import VariantLoadError, run_variants
-    from matrix.expand import CASE_SUFFIXES, NEWEST_SHIPPED, case_files, cells_from_file
-    from matrix.loader import CaseFileError, claim_name, read_description
-    from matrix.model_schema import is_model_file
+    from matrix.case.expansion import CASE_SUFFIXES, case_files, cells_from_file
+    from matrix.case.loading import CaseFileError, claim_name, read_description
+    from matrix.case.model import is_model_file
+    from matrix.releases import NEWEST_SHIPPED
+    from matrix.run.user_variants import VariantLoadError, run_variants
 
     try:
         variants = tuple(run_variants(references))
@@ -38,7 +39,7 @@ def _validate(paths: list[Path], references: list[str]) -> int:
                 continue
             cells = cells_from_file(path, NEWEST_SHIPPED, variants)
             if cells:
-                claim_name(claimed, cells[0].case.spec.name, path, cells[0].case.line)
+                claim_name(claimed, cells[0].case.definition.name, path, cells[0].case.line)
         except CaseFileError as error:
             print(error)
             problems += 1
@@ -51,7 +52,9 @@ def _run(pytest_args: list[str]) -> int:
     """Every case on the installed vLLM, tables printed, reports under reports/."""
     import pytest
 
-    from matrix.adapters import UnsupportedRelease, installed_vllm_version, select_adapter
+    from matrix.adapters.protocol import UnsupportedRelease
+    from matrix.adapters.selection import select_adapter
+    from matrix.installed import installed_vllm_version
 
     version = installed_vllm_version()
     if version is None:
@@ -61,7 +64,7 @@ def _run(pytest_args: list[str]) -> int:
         select_adapter()
     except UnsupportedRelease as error:
         print(f"matrix: every cell will skip: {error}", file=sys.stderr)
-    from matrix.devsource import installed_source
+    from matrix.installed import installed_source
 
     # A dev build's report never takes the name of the release it may share a version with.
     stem = REPORTS / f"vllm-{version}{'-dev' if installed_source() else ''}"
@@ -96,8 +99,8 @@ def _explore_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def _explore(options: argparse.Namespace) -> int:
-    from matrix import explore
-    from matrix.adapters import installed_vllm_version
+    from matrix.explore import search
+    from matrix.installed import installed_vllm_version
 
     variants = tuple(options.variants or ["stock"])
     database = None
@@ -106,8 +109,8 @@ def _explore(options: argparse.Namespace) -> int:
     budget = options.budget
     if budget is None and options.max_examples is None:
         budget = 60.0
-    return explore.main(
-        explore.Options(
+    return search.main(
+        search.Options(
             variants,
             options.seed,
             budget,
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     cross.add_argument("--out", type=Path, default=REPORTS, help="where to write the report")
     bench = commands.add_parser("bench", help="print speed figures")
     bench.add_argument("--cases", type=Path, default=DEFAULT_CASES)
-    from matrix import show_layout
+    from matrix.tools import show_layout
 
     show_layout.add_arguments(
         commands.add_parser("show-layout", help="the KV cache groups vLLM derives for a model")
@@ -161,15 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "validate":
         return _validate(options.paths, options.variant)
     if options.command == "crossversion":
-        from matrix import crossversion
+        from matrix.report import crossversion
 
         return crossversion.main(options.reports, options.out)
     if options.command == "schema":
-        from matrix.schema import CaseFile
+        from matrix.case.format import CaseFile
 
         print(json.dumps(CaseFile.model_json_schema(), indent=2))
         return 0
-    from matrix import bench as bench_module
+    from matrix.tools import bench as bench_module
 
     return bench_module.main(options.cases)
 

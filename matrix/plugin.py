@@ -12,26 +12,22 @@ from typing import Any
 
 import pytest
 
-from matrix.adapters import VersionAdapter
-from matrix.custom_variants import VariantLoadError, run_variants
-from matrix.expand import CASE_SUFFIXES, CellSpec, cells_from_file, shipped_cases
-from matrix.loader import CaseFileError, claim_name
-from matrix.model_schema import is_model_file
-from matrix.report import Cell, expected_stock, make_cell, run_info, write_report
-from matrix.tables import (
-    case_table,
-    mismatches,
-    models_table,
-    render_text,
-    sort_cells,
-    summary_table,
-    tightness_table,
-)
+from matrix.adapters.protocol import VersionAdapter
+from matrix.case.expansion import CASE_SUFFIXES, Cell, cells_from_file
+from matrix.case.loading import CaseFileError, claim_name
+from matrix.case.model import is_model_file
+from matrix.case.shipped import shipped_cases
+from matrix.installed import expected_stock
+from matrix.judge.result import CellResult, result_of, skipped_result
+from matrix.report.files import run_info, write_report
+from matrix.report.sections import sections
+from matrix.report.tables import mismatches, render_text, sort_cells
+from matrix.run.user_variants import VariantLoadError, run_variants
+from matrix.run.variants import Variant
 from matrix.variant_names import BuiltInVariant
-from matrix.variants import Variant
 
 CELL_PROPERTY = "matrix_cell"
-cells_key = pytest.StashKey[list[Cell]]()
+cells_key = pytest.StashKey[list[CellResult]]()
 # The installed release's adapter, or one refusing every case with the reason (chosen once,
 # at the first cell, so collection never imports vLLM).
 adapter_key = pytest.StashKey[VersionAdapter]()
@@ -93,7 +89,7 @@ def gpu_for_worker(worker_id: str | None, gpus: str | None) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "matrix: a vLLM KV reservation matrix cell")
     # Loaded here (in every xdist worker too), before collection; a variant module imports
-    # matrix.variants, never vLLM, so this stays free of torch.
+    # matrix.run.variants, never vLLM, so this stays free of torch.
     try:
         config.stash[variants_key] = run_variants(config.getoption("matrix_variant"))
     except VariantLoadError as error:
@@ -168,14 +164,14 @@ class CaseFileCollector(pytest.File):
             cells = cells_from_file(self.path, self.config.stash[ships_key], variants)
             if cells:
                 names = self.config.stash.setdefault(names_key, {})
-                claim_name(names, cells[0].case.spec.name, self.path, cells[0].case.line)
+                claim_name(names, cells[0].case.definition.name, self.path, cells[0].case.line)
         except CaseFileError as error:
             yield InvalidCaseFile.from_parent(self, name="invalid", problem=str(error))
             return
-        for spec in cells:
-            item = CellItem.from_parent(self, name=spec.test_id, spec=spec)
+        for cell in cells:
+            item = CellItem.from_parent(self, name=cell.test_id, cell=cell)
             item.add_marker("matrix")
-            item.add_marker(spec.variant)
+            item.add_marker(cell.variant)
             yield item
 
 
@@ -204,48 +200,55 @@ class InvalidCase(Exception):
     """A case file that does not load."""
 
 
-def skip_reason(config: pytest.Config, spec: CellSpec) -> str | None:
+def skip_reason(config: pytest.Config, cell: Cell) -> str | None:
     """Why the installed vLLM cannot run this cell (a feature it lacks), or None."""
     if adapter_key not in config.stash:
-        from matrix.adapters import adapter_or_refusal
+        from matrix.adapters.selection import adapter_or_refusal
 
         config.stash[adapter_key] = adapter_or_refusal()
-    return config.stash[adapter_key].unsupported(spec.case.spec)
+    return config.stash[adapter_key].unsupported(cell.case.definition)
 
 
 class CellItem(pytest.Item):
-    def __init__(self, *, spec: CellSpec, **kwargs: Any) -> None:
+    """One cell (a case under one variant) as a test: run, judged, its result recorded."""
+
+    def __init__(self, *, cell: Cell, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.spec = spec
+        self.cell = cell
 
     def runtest(self) -> None:
-        from matrix.harness import run_cell
+        """Runs the cell on the installed release; fails when it differs from the case."""
+        from matrix.judge.verdict import judge_run
+        from matrix.run.cell import run_cell
 
-        missing = skip_reason(self.config, self.spec)
+        missing = skip_reason(self.config, self.cell)
         if missing:
             # The cell still reaches the tables, as skipped, with the reason.
-            self.user_properties.append((CELL_PROPERTY, make_cell(self.spec, missing).to_dict()))
+            skipped = skipped_result(self.cell, missing)
+            self.user_properties.append((CELL_PROPERTY, skipped.to_dict()))
             # Reported at the case's line (-rs), as pytest reports a skip marker.
             raise pytest.skip.Exception(missing, _use_item_location=True)
-        variant = self.config.stash[variants_key][self.spec.variant]
-        verdict = run_cell(self.config.stash[adapter_key], self.spec, variant)
-        cell = make_cell(self.spec, verdict)
-        self.user_properties.append((CELL_PROPERTY, cell.to_dict()))
-        if not cell.as_expected:
+        variant = self.config.stash[variants_key][self.cell.variant]
+        verdict = judge_run(run_cell(self.config.stash[adapter_key], self.cell, variant))
+        result = result_of(self.cell, verdict)
+        self.user_properties.append((CELL_PROPERTY, result.to_dict()))
+        if not result.as_expected:
             raise CellMismatch(
-                f"expected {self.spec.expected}, observed {verdict.observed} "
+                f"expected {self.cell.expected}, observed {verdict.observed} "
                 f"({verdict.kind}): {verdict.detail}"
             )
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
     ) -> str | Any:
+        """A mismatch in one line at the expectation's place in the case file."""
         if isinstance(excinfo.value, CellMismatch):
-            return f"{self.spec.case.source}:{self.spec.line}: {excinfo.value}"
+            return f"{self.cell.case.source}:{self.cell.line}: {excinfo.value}"
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, self.spec.line - 1, self.name
+        """The case file and the line of the cell's expectation."""
+        return self.path, self.cell.line - 1, self.name
 
 
 class CellCollector:
@@ -260,7 +263,7 @@ class CellCollector:
             return
         for name, value in report.user_properties:
             if name == CELL_PROPERTY and isinstance(value, dict):
-                self.config.stash[cells_key].append(Cell.from_dict(value))
+                self.config.stash[cells_key].append(CellResult.from_dict(value))
 
 
 def pytest_terminal_summary(
@@ -268,7 +271,7 @@ def pytest_terminal_summary(
 ) -> None:
     if hasattr(config, "workerinput"):
         return
-    collected: list[Cell] = config.stash[cells_key]
+    collected: list[CellResult] = config.stash[cells_key]
     cells = sort_cells(collected)
     if not cells:
         return
@@ -277,16 +280,10 @@ def pytest_terminal_summary(
     terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
     if info.source:
         write(f"vLLM from the {info.source.describe()}")
-    if any(cell.column for cell in cells):
-        write(render_text(summary_table(cells)))
+    for section in sections(cells):
         write("")
-    if any(cell.model for cell in cells):
-        write(render_text(models_table(cells)))
-        write("")
-    write(render_text(case_table(cells)))
-    write("")
-    write("Tightness (blocks reserved beyond need; stall: under-reservation)")
-    write(render_text(tightness_table(cells)))
+        write(section.title)
+        write(render_text(section.table))
     wrong = mismatches(cells)
     if wrong:
         write("")

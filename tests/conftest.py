@@ -27,6 +27,6 @@ def write_case(tmp_path: Path) -> WriteCase:
 def adapter() -> Any:
     if not HAVE_VLLM:
         pytest.skip("vLLM is not installed")
-    from matrix.adapters import select_adapter
+    from matrix.adapters.selection import select_adapter
 
     return select_adapter()

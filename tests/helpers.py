@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
+
+if TYPE_CHECKING:
+    from matrix.case.expansion import Cell
+    from matrix.judge.verdict import Verdict
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "cases"
@@ -42,3 +46,11 @@ def replaced(text: str, *pairs: tuple[str, str]) -> str:
         assert old in text, f"{old!r} is not in the text to change"
         text = text.replace(old, new)
     return text
+
+
+def verdict_of(adapter: Any, cell: Cell, **options: Any) -> Verdict:
+    """A cell run and judged, as the plugin does it."""
+    from matrix.judge.verdict import judge_run
+    from matrix.run.cell import run_cell
+
+    return judge_run(run_cell(adapter, cell, **options))

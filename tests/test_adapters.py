@@ -6,15 +6,10 @@ import configparser
 
 import pytest
 
-from matrix.adapters import (
-    RELEASES,
-    UnsupportedRelease,
-    installed_vllm_version,
-    nearest_release,
-    release_label,
-    select_adapter,
-    shipped_variant,
-)
+from matrix.adapters.protocol import UnsupportedRelease
+from matrix.adapters.selection import select_adapter
+from matrix.installed import installed_vllm_version
+from matrix.releases import RELEASES, nearest_release, release_label, shipped_variant
 from tests.helpers import REPO, needs_vllm
 
 

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from matrix.engine_schema import Engine
-from matrix.expand import CellSpec, case_files, cells_from_file
-from matrix.harness import run_cell
-from tests.helpers import CASES, needs_vllm
+from matrix.case.engine import Engine
+from matrix.case.expansion import Cell, case_files, cells_from_file
+from tests.helpers import CASES, needs_vllm, verdict_of
 
 pytestmark = needs_vllm
 
@@ -20,17 +19,17 @@ TABLE_CELLS = [
     cell
     for path in case_files(CASES)
     for cell in cells_from_file(path)
-    if cell.case.column is not None and cell.case.spec.engine == Engine()
+    if cell.case.column is not None and cell.case.definition.engine == Engine()
 ]
 
 
-def with_async(cell: CellSpec) -> CellSpec:
-    spec = cell.case.spec.model_copy(update={"engine": Engine(async_scheduling=True)})
-    return dataclasses.replace(cell, case=dataclasses.replace(cell.case, spec=spec))
+def with_async(cell: Cell) -> Cell:
+    spec = cell.case.definition.model_copy(update={"engine": Engine(async_scheduling=True)})
+    return dataclasses.replace(cell, case=dataclasses.replace(cell.case, definition=spec))
 
 
-def pools_by_kind(cell: CellSpec, adapter: Any) -> dict[str, list[int]]:
-    verdict = run_cell(adapter, cell)
+def pools_by_kind(cell: Cell, adapter: Any) -> dict[str, list[int]]:
+    verdict = verdict_of(adapter, cell)
     kinds: dict[str, list[int]] = {}
     for outcome in verdict.outcomes:
         kinds.setdefault(outcome.kind, []).append(outcome.pool)
@@ -40,8 +39,8 @@ def pools_by_kind(cell: CellSpec, adapter: Any) -> dict[str, list[int]]:
 
 
 @pytest.mark.parametrize("cell", TABLE_CELLS, ids=[c.test_id for c in TABLE_CELLS])
-def test_async_stalls_where_sync_does(adapter: Any, cell: CellSpec) -> None:
-    for unsupported in (adapter.unsupported(c.case.spec) for c in (cell, with_async(cell))):
+def test_async_stalls_where_sync_does(adapter: Any, cell: Cell) -> None:
+    for unsupported in (adapter.unsupported(c.case.definition) for c in (cell, with_async(cell))):
         if unsupported:
             pytest.skip(unsupported)
     sync = pools_by_kind(cell, adapter)

@@ -30,8 +30,8 @@ def test_schema_is_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
 
 @needs_vllm
 def test_benchmark_minimal_loop_runs(adapter: Any) -> None:
-    from matrix.bench import BENCH_CELL, direct_loop
-    from matrix.expand import cells_from_file
+    from matrix.case.expansion import cells_from_file
+    from matrix.tools.bench import BENCH_CELL, direct_loop
 
     cell = next(c for c in cells_from_file(CASES / "single_group.yaml") if c.test_id == BENCH_CELL)
     # Below the request's fit (7 blocks) it is never admitted; with room it finishes.

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from matrix.crossversion import (
+from matrix.report.crossversion import (
     ReportError,
     cases_by_release,
     load_reports,
     main,
     summary_by_release,
 )
-from matrix.fidelity import FIDELITY_CHECKS, FidelityCheck, check_fidelity, dev_checks
+from matrix.report.fidelity import FIDELITY_CHECKS, FidelityCheck, check_fidelity, dev_checks
 
 
 def cell(case: str, variant: str, kind: str = "finished", pools: tuple[int, ...] = ()) -> Any:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from matrix.custom_variants import VariantLoadError, load_reference, run_variants
-from matrix.expand import cells_from_file
-from matrix.loader import CaseFileError
+from matrix.case.expansion import cells_from_file
+from matrix.case.loading import CaseFileError
+from matrix.run.user_variants import VariantLoadError, load_reference, run_variants
 from matrix.variant_names import VARIANT_NAMES
 from tests.helpers import REPO, TWO_GROUP_CASE, WriteCase, needs_vllm, replaced
 
@@ -19,7 +19,7 @@ from tests.helpers import REPO, TWO_GROUP_CASE, WriteCase, needs_vllm, replaced
 MODULE = """\
 from dataclasses import dataclass
 
-from matrix.variants import VARIANTS
+from matrix.run.variants import VARIANTS
 
 
 @dataclass(frozen=True)

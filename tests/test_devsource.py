@@ -1,4 +1,4 @@
-"""Your own vLLM: a checkout installed as the env's vLLM (matrix.devsource), its version, and
+"""Your own vLLM: a checkout installed as the env's vLLM (matrix.tools.devsource), its version, and
 the acceptance test: the installed release's own files, changed or not, run as a checkout."""
 
 from __future__ import annotations
@@ -15,14 +15,8 @@ from typing import Any
 
 import pytest
 
-from matrix.devsource import (
-    SourceError,
-    checkout_version,
-    describe_path,
-    install,
-    install_checkout,
-    source_of,
-)
+from matrix.installed import describe_path, source_of
+from matrix.tools.devsource import SourceError, checkout_version, install, install_checkout
 from tests.helpers import REPO, needs_vllm, replaced
 
 
@@ -161,7 +155,8 @@ def run_matrix(python: Path | str, report: Path) -> dict[str, Any]:
 
 @needs_vllm
 def test_a_checkout_runs_as_the_env_s_vllm(tmp_path: Path) -> None:
-    from matrix.adapters import installed_vllm_version, shipped_variant
+    from matrix.installed import installed_vllm_version
+    from matrix.releases import shipped_variant
 
     if shipped_variant(installed_vllm_version()) != "fixed":
         pytest.skip("changes the per-group margin, which 0.32 and later ship")
@@ -170,7 +165,10 @@ def test_a_checkout_runs_as_the_env_s_vllm(tmp_path: Path) -> None:
     release = run_matrix(sys.executable, tmp_path / "release.json")
 
     installed = subprocess.run(
-        [python, "-m", "matrix.devsource", str(checkout)], cwd=REPO, capture_output=True, text=True
+        [python, "-m", "matrix.tools.devsource", str(checkout)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
     )
     assert installed.returncode == 0, installed.stderr
     unchanged = run_matrix(python, tmp_path / "unchanged.json")

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from matrix.harness import run_scenario
-from matrix.loader import load_case_file
-from matrix.schema import CaseFile
-from matrix.verdict import RunTrace, classify_run
+from matrix.case.format import CaseFile
+from matrix.case.loading import load_case_file
+from matrix.judge.runs import classify_run
+from matrix.run.pools import run_pool
+from matrix.run.records import RunTrace
 from tests.helpers import WriteCase, needs_vllm, replaced
 
 pytestmark = needs_vllm
@@ -72,9 +73,9 @@ def test_a_leaking_pool_fails_the_accounting(
 ) -> None:
     text = replaced(ONE_GROUP, ("async_scheduling: false", f"async_scheduling: {asynchronous}"))
     case = case_of(write_case(text))
-    healthy = run_scenario(adapter, case, "stock", 24)
+    healthy = run_pool(adapter, case, "stock", 24)
     assert (healthy.stopped, healthy.leak) == ("finished", "")
-    leaking = run_scenario(LeakingPool(adapter), case, "stock", 24)
+    leaking = run_pool(LeakingPool(adapter), case, "stock", 24)
     outcome = classify_run(leaking)
     assert outcome.kind == "leak"
     # The step, the requests involved and the numbers: 23 = the pool less the null block.
@@ -92,7 +93,7 @@ def test_rejected_drafts_take_more_steps(adapter: Any, write_case: WriteCase) ->
     steps = {}
     for accept in ("all", "none", "[1]"):
         case = case_of(write_case(replaced(base, ("ACCEPT", accept))))
-        steps[accept] = steps_to_finish(run_scenario(adapter, case, "stock", 24))
+        steps[accept] = steps_to_finish(run_pool(adapter, case, "stock", 24))
     # a decodes 8 tokens: 2 steps when all 3 drafts are accepted, 8 with none, 4 with one.
     assert steps["all"] < steps["[1]"] < steps["none"]
 
@@ -105,7 +106,7 @@ def test_an_abort_returns_every_block(
     events = f"events:\n  - step: {when}\n  - abort: [a]\n  - run: {{}}\n" if when else ""
     text = replaced(ONE_GROUP, ("async_scheduling: false", f"async_scheduling: {asynchronous}"))
     case = case_of(write_case(text + events))
-    trace = run_scenario(adapter, case, "stock", 24)
+    trace = run_pool(adapter, case, "stock", 24)
     assert (trace.stopped, trace.leak) == ("finished", "")
     # No leak: every block came back once both were done (batches in flight and deferred
     # frees included; the leaking pool test shows this check can fail).
@@ -123,7 +124,7 @@ def test_a_failed_load_runs_the_release_failure_path(
     unsupported = adapter.unsupported(case)
     if unsupported:
         pytest.skip(unsupported)
-    trace = run_scenario(adapter, case, "stock", 24)
+    trace = run_pool(adapter, case, "stock", 24)
     assert (trace.stopped, trace.leak) == ("finished", "")
     prefilled = [dict(r.scheduled).get("a", 0) for r in trace.steps]
     # recompute: the whole prompt is prefilled locally; fail: a never runs.
@@ -162,6 +163,6 @@ def test_vllm_judges_engine_settings(
     adapter: Any, write_case: WriteCase, setting: str, words: str
 ) -> None:
     case = case_of(write_case(replaced(ONE_GROUP, ("{async_scheduling: false}", setting))))
-    trace = run_scenario(adapter, case, "stock", 24)
+    trace = run_pool(adapter, case, "stock", 24)
     assert trace.stopped == "error"
     assert words in trace.message

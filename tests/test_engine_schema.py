@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from matrix.engine_schema import accepted_drafts
-from matrix.expand import cells_from_file
-from matrix.loader import CaseFileError
+from matrix.case.engine import accepted_drafts
+from matrix.case.expansion import cells_from_file
+from matrix.case.loading import CaseFileError
 from tests.helpers import WriteCase, replaced
 
 GOOD = """\
@@ -43,7 +43,7 @@ def problem(path: Path) -> tuple[int, str]:
 
 def test_good_file_loads_and_engine_keys_are_axes(write_case: WriteCase) -> None:
     cells = cells_from_file(write_case(GOOD))
-    by_id = {cell.test_id: cell.case.spec for cell in cells}
+    by_id = {cell.test_id: cell.case.definition for cell in cells}
     assert by_id["engine_demo[sched=false]-stock"].engine.async_scheduling is False
     assert by_id["engine_demo[sched=true]-fixed"].engine.async_scheduling is True
     assert by_id["engine_demo[sched=true]-fixed"].engine.max_num_seqs == 4

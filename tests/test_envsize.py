@@ -1,4 +1,4 @@
-"""matrix.envsize counts a hardlinked file once, however many envs link it."""
+"""matrix.tools.envsize counts a hardlinked file once, however many envs link it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.envsize import envs_under, main, measure, report
+from matrix.tools.envsize import envs_under, main, measure, report
 
 BLOCK = 64 * 1024  # big enough that every filesystem allocates at least this much
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from matrix.expand import CellSpec, cells_from_file
-from matrix.schema import VariantName
+from matrix.case.expansion import Cell, cells_from_file
+from matrix.variant_names import VariantName
 from tests.helpers import CASES, WriteCase
 
 MULTI = """\
@@ -49,10 +49,10 @@ def test_ids_are_stable_across_loads(write_case: WriteCase) -> None:
 def test_axis_values_reach_the_case(write_case: WriteCase) -> None:
     cells = cells_from_file(write_case(MULTI))
     case = cells[-1].case
-    assert case.spec.speculative is not None and case.spec.speculative.num_tokens == 3
-    assert [g.kind for g in case.spec.groups] == ["full", "sliding_window"]
+    assert case.definition.speculative is not None and case.definition.speculative.num_tokens == 3
+    assert [g.kind for g in case.definition.groups] == ["full", "sliding_window"]
     assert case.column == "Multiple groups"
-    assert "matrix" not in case.spec.model_fields_set
+    assert "matrix" not in case.definition.model_fields_set
 
 
 def test_expectations_per_variant(write_case: WriteCase) -> None:
@@ -98,7 +98,7 @@ expect:
 def test_stock_is_held_to_the_variant_its_release_ships(write_case: WriteCase) -> None:
     path = write_case(STOCK_FOLLOWS)
 
-    def stock(ships: VariantName) -> CellSpec:
+    def stock(ships: VariantName) -> Cell:
         return next(c for c in cells_from_file(path, ships) if c.variant == "stock")
 
     assert (stock("original").expected, stock("original").line) == ("stall", 9)

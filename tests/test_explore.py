@@ -22,7 +22,8 @@ EXAMPLES = "30"
 
 def original_margin() -> str:
     """The variant with the multiple-groups stall: stock where the release ships it."""
-    from matrix.adapters import installed_vllm_version, shipped_variant
+    from matrix.installed import installed_vllm_version
+    from matrix.releases import shipped_variant
 
     return "stock" if shipped_variant(installed_vllm_version()) == "original" else "original"
 

@@ -26,7 +26,7 @@ def test_no_pinning_outside_xdist_or_with_one_gpu() -> None:
 
 def test_plugin_imports_no_torch_or_vllm() -> None:
     code = (
-        "import sys, matrix.plugin, matrix.harness; "
+        "import sys, matrix.plugin, matrix.run.cell; "
         "print(sorted(m for m in ('torch', 'vllm') if m in sys.modules))"
     )
     result = subprocess.run(

@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from matrix.adapters import LOADING, installed_vllm_version, shipped_variant
-from matrix.expand import cells_from_file
-from matrix.harness import run_cell, run_scenario
-from matrix.loader import load_case_file
-from matrix.verdict import classify_run
-from tests.helpers import WriteCase, needs_vllm, replaced
+from matrix.adapters.protocol import LOADING
+from matrix.case.expansion import cells_from_file
+from matrix.case.loading import load_case_file
+from matrix.installed import installed_vllm_version
+from matrix.judge.runs import classify_run
+from matrix.releases import shipped_variant
+from matrix.run.pools import run_pool
+from tests.helpers import WriteCase, needs_vllm, replaced, verdict_of
 
 pytestmark = needs_vllm
 
@@ -43,7 +45,7 @@ def case_of(path: Path) -> Any:
 
 def test_stall_is_detected_within_the_bound(adapter: Any, write_case: WriteCase) -> None:
     case = case_of(write_case(STALLING))
-    trace = run_scenario(adapter, case, "original", 11)
+    trace = run_pool(adapter, case, "original", 11)
     assert trace.stopped == "stuck"
     assert len(trace.steps) < 10  # found long before the 50-step bound
     outcome = classify_run(trace)
@@ -55,27 +57,27 @@ def test_stall_is_detected_within_the_bound(adapter: Any, write_case: WriteCase)
 
 def test_the_fix_refuses_instead_of_stalling(adapter: Any, write_case: WriteCase) -> None:
     case = case_of(write_case(STALLING))
-    outcome = classify_run(run_scenario(adapter, case, "fixed", 11))
+    outcome = classify_run(run_pool(adapter, case, "fixed", 11))
     # a is never admitted (so its "loading" expectation fails too, but not admitted says more)
     assert outcome.kind == "not_admitted"
     assert outcome.diagnosis.startswith("a (status WAITING, 0 tokens computed): never admitted")
-    assert classify_run(run_scenario(adapter, case, "fixed", 13)).kind == "finished"
+    assert classify_run(run_pool(adapter, case, "fixed", 13)).kind == "finished"
 
 
 def test_a_step_expectation_that_fails(adapter: Any, write_case: WriteCase) -> None:
     case = case_of(
         write_case(replaced(STALLING, ("expect: {loading: [a]}", "expect: {running: [a]}")))
     )
-    outcome = classify_run(run_scenario(adapter, case, "stock", 40))
+    outcome = classify_run(run_pool(adapter, case, "stock", 40))
     assert outcome.kind == "expectation"
     assert outcome.diagnosis.startswith("after step 1: a is loading, expected running; pool 40")
     # The scenario plays on after an unmet expectation, and a stall outranks it.
-    assert classify_run(run_scenario(adapter, case, "original", 11)).kind == "stall"
+    assert classify_run(run_pool(adapter, case, "original", 11)).kind == "stall"
 
 
 def _cells_by_variant(adapter: Any, path: Path) -> dict[str, tuple[str, str, str]]:
     return {
-        c.variant: (lambda v: (v.observed, v.kind, v.detail))(run_cell(adapter, c))
+        c.variant: (lambda v: (v.observed, v.kind, v.detail))(verdict_of(adapter, c))
         for c in cells_from_file(path)
     }
 
@@ -86,9 +88,9 @@ def test_variants_never_leak_into_the_next_case(adapter: Any, write_case: WriteC
     class_methods = dict(vars(Scheduler))
     path = write_case(replaced(STALLING, ("pool: 11", "pool: {start: 8, stop: 16}")))
     stock = next(c for c in cells_from_file(path) if c.variant == "stock")
-    before = run_cell(adapter, stock)
+    before = verdict_of(adapter, stock)
     patched = _cells_by_variant(adapter, path)
-    after = run_cell(adapter, stock)
+    after = verdict_of(adapter, stock)
     assert after == before
     assert patched["original"][0] == "fail" and patched["none"][0] == "fail"
     assert dict(vars(Scheduler)) == class_methods  # the class was never touched
@@ -96,7 +98,7 @@ def test_variants_never_leak_into_the_next_case(adapter: Any, write_case: WriteC
 
 def test_reservations_per_variant(adapter: Any, write_case: WriteCase) -> None:
     """With nothing in flight, the reservation an admission keeps free is the variant's margin."""
-    from matrix.variants import VARIANTS
+    from matrix.run.variants import VARIANTS
 
     text = replaced(
         STALLING,
@@ -125,7 +127,7 @@ def test_reservations_per_variant(adapter: Any, write_case: WriteCase) -> None:
 def test_the_shipped_variant_reserves_what_stock_does(adapter: Any, write_case: WriteCase) -> None:
     """With loads in flight (their remaining blocks counted through the adapter's coordinator
     call), the variant the installed release ships reserves exactly what its stock code does."""
-    from matrix.variants import VARIANTS
+    from matrix.run.variants import VARIANTS
 
     text = replaced(
         STALLING,
@@ -163,7 +165,7 @@ def test_stated_lookahead_is_checked_against_vllm(adapter: Any, write_case: Writ
     )
     fixed_right = next(c for c in cells_from_file(right) if c.variant == "fixed")
     fixed_wrong = next(c for c in cells_from_file(wrong) if c.variant == "fixed")
-    assert run_cell(adapter, fixed_right).kind != "error"
-    verdict = run_cell(adapter, fixed_wrong)
+    assert verdict_of(adapter, fixed_right).kind != "error"
+    verdict = verdict_of(adapter, fixed_wrong)
     assert (verdict.observed, verdict.kind) == ("fail", "error")
     assert "vLLM derives 3 for method eagle" in verdict.detail

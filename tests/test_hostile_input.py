@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
-from matrix import harness
 from matrix.__main__ import main
-from matrix.expand import cells_from_file
-from matrix.limits import LIMITS, MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
-from tests.helpers import REPO, needs_vllm, replaced
+from matrix.case.expansion import cells_from_file
+from matrix.case.limits import LIMITS, MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
+from tests.helpers import REPO, needs_vllm, replaced, verdict_of
 
 CORPUS = Path("tests", "corpus")  # relative: the lines name files as given, run from REPO
 ENTRIES = [
@@ -174,17 +173,16 @@ def test_every_limit_is_documented() -> None:
 
 @needs_vllm
 def test_a_cell_past_its_time_fails_naming_where_and_the_run_goes_on(
-    adapter: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    adapter: Any, tmp_path: Path
 ) -> None:
     path = tmp_path / "slow.yaml"
     path.write_text(
         replaced(SMALL.format(name="slow"), ("pool: 12", "pool: {start: 11, stop: 12}"))
     )
     cell = cells_from_file(path)[0]
-    assert harness.run_cell(adapter, cell).kind == "finished"  # and the fit is now cached
+    assert verdict_of(adapter, cell).kind == "finished"  # and the fit is now cached
     ticks = iter(range(0, 10**9, 1000))  # every reading of the clock is 1,000 s later
-    monkeypatch.setattr(harness, "clock", lambda: float(next(ticks)))
-    verdict = harness.run_cell(adapter, cell)
+    verdict = verdict_of(adapter, cell, clock=lambda: float(next(ticks)))
     assert (verdict.observed, verdict.kind, verdict.failing_pools) == ("fail", "timeout", (11,))
     assert verdict.detail.startswith("slow-fixed ran past 300 s (limits.seconds), pool 11, ")
     assert "at step 1: a " in verdict.detail and "blocks free" in verdict.detail

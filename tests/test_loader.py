@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.expand import cells_from_file
-from matrix.loader import CaseFileError
+from matrix.case.expansion import cells_from_file
+from matrix.case.loading import CaseFileError
 from tests.helpers import CASES, WriteCase, replaced
 
 GOOD = """\

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from matrix.expand import case_files, cells_from_file
-from matrix.loader import CaseFileError, read_description
-from matrix.model_schema import SHIPPED_DESCRIPTIONS, is_model_file
+from matrix.case.expansion import case_files, cells_from_file
+from matrix.case.loading import CaseFileError, read_description
+from matrix.case.model import SHIPPED_DESCRIPTIONS, is_model_file
 from tests.helpers import CASES, WriteCase, needs_vllm, replaced
 
 TINY_MODEL = """\
@@ -76,7 +76,7 @@ def test_a_case_names_a_model_beside_it(tmp_path: Path) -> None:
     (tmp_path / "tiny.yaml").write_text(MODEL_CASE)
     cells = cells_from_file(tmp_path / "tiny.yaml")
     assert len(cells) == 6
-    described = cells[0].case.spec.described
+    described = cells[0].case.definition.described
     assert described is not None and described.sliding_window == 64
 
 
@@ -126,7 +126,9 @@ def test_model_as_a_matrix_axis(tmp_path: Path) -> None:
     (tmp_path / "models" / "tiny-model.yaml").write_text(TINY_MODEL)
     text = MODEL_CASE + "matrix:\n  model: {path: model, values: [tiny-model, llama-3.1-8b]}\n"
     (tmp_path / "tiny.yaml").write_text(text)
-    cases = {cell.case.case_id: cell.case.spec for cell in cells_from_file(tmp_path / "tiny.yaml")}
+    cases = {
+        cell.case.case_id: cell.case.definition for cell in cells_from_file(tmp_path / "tiny.yaml")
+    }
     assert cases["tiny[model=tiny-model]"].described.num_layers == 4  # type: ignore[union-attr]
     assert cases["tiny[model=llama-3.1-8b]"].described.num_layers == 32  # type: ignore[union-attr]
 
@@ -138,7 +140,7 @@ def test_an_architecture_vllm_lacks_skips_with_the_reason(adapter: Any, tmp_path
     (tmp_path / "models" / "tiny-model.yaml").write_text(unknown)
     (tmp_path / "tiny.yaml").write_text(MODEL_CASE)
     cell = cells_from_file(tmp_path / "tiny.yaml")[0]
-    reason = adapter.unsupported(cell.case.spec)
+    reason = adapter.unsupported(cell.case.definition)
     assert "does not know the architecture NoSuchModelForCausalLM" in reason
 
 
@@ -146,7 +148,7 @@ def test_an_architecture_vllm_lacks_skips_with_the_reason(adapter: Any, tmp_path
 
 
 def layout(slug: str, **settings: Any) -> dict[str, Any]:
-    from matrix.show_layout import derived
+    from matrix.tools.show_layout import derived
 
     options = {"tp": 1, "mamba_mode": "none", "spec_tokens": 0, "block_size": None}
     options |= {"max_model_len": 4096, "json": True, "model": slug, **settings}

@@ -136,10 +136,10 @@ def test_xdist_gives_the_same_cells(shipped: tuple[dict[str, Any], dict[str, Any
 def test_shipped_cases_reproduce_the_upstream_table(
     shipped: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
-    from matrix.report import Cell
-    from matrix.tables import summary_table
+    from matrix.judge.result import CellResult
+    from matrix.report.tables import summary_table
 
-    cells = [Cell.from_dict(c) for c in shipped[0]["cells"]]
+    cells = [CellResult.from_dict(c) for c in shipped[0]["cells"]]
     header, rows = summary_table(cells)
     table = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows}
     core = ("Single group", "Multiple groups", "Different block sizes")

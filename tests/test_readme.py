@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from matrix.adapters import installed_vllm_version, shipped_variant
-from matrix.expand import cells_from_file
-from matrix.harness import run_cell
-from matrix.verdict import expectation_met
-from tests.helpers import REPO, needs_vllm
+from matrix.case.expansion import cells_from_file
+from matrix.installed import installed_vllm_version
+from matrix.judge.verdict import expectation_met
+from matrix.releases import shipped_variant
+from tests.helpers import REPO, needs_vllm, verdict_of
 
 
 def readme_case() -> str:
@@ -31,5 +31,5 @@ def test_readme_example_runs_as_expected(adapter: Any, tmp_path: Path) -> None:
     path = tmp_path / "hybrid_swa.yaml"
     path.write_text(readme_case())
     for cell in cells_from_file(path, shipped_variant(installed_vllm_version())):
-        verdict = run_cell(adapter, cell)
+        verdict = verdict_of(adapter, cell)
         assert expectation_met(cell.expected, verdict), (cell.test_id, verdict.detail)

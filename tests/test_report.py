@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from matrix.report import Cell, RunInfo, markdown_report, write_report
-from matrix.tables import case_table, summary_table
+from matrix.judge.result import CellResult
+from matrix.report.files import RunInfo, markdown_report, write_report
+from matrix.report.tables import case_table, summary_table
 
 INFO = RunInfo("0.33.0", ships="fixed")
 
@@ -20,9 +21,9 @@ def cell(
     observed: str,
     expected: str = "pass",
     kind: str = "finished",
-) -> Cell:
+) -> CellResult:
     matches = observed in (expected, "skip")
-    return Cell(
+    return CellResult(
         case, column, variant, expected, None, observed, kind, "detail", "x.yaml:1", matches
     )
 

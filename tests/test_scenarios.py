@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from matrix.events import RunEvent
-from matrix.scenarios import Draw, layout_family, scenarios
-from matrix.schema import CaseFile
+from matrix.case.events import RunEvent
+from matrix.case.format import CaseFile
+from matrix.explore.strategies import Draw, layout_family, scenarios
 
 
 @settings(max_examples=200, deadline=None)

@@ -6,10 +6,11 @@ import dataclasses
 import json
 from pathlib import Path
 
-from matrix.report import Cell, RunInfo, markdown_report, write_report
-from matrix.tables import tightness_table
-from matrix.tightness import over_reservation, tightness_label
-from matrix.verdict import RunKind, RunOutcome
+from matrix.judge.result import CellResult
+from matrix.judge.runs import RunKind, RunOutcome
+from matrix.judge.tightness import over_reservation, tightness_label
+from matrix.report.files import RunInfo, markdown_report, write_report
+from matrix.report.tables import tightness_table
 
 
 def runs(*kinds: tuple[int, RunKind]) -> list[RunOutcome]:
@@ -44,9 +45,9 @@ def test_labels() -> None:
     assert tightness_label("skipped", None) == "skip"
 
 
-def cell(case: str, variant: str, kind: str, over: int | None) -> Cell:
+def cell(case: str, variant: str, kind: str, over: int | None) -> CellResult:
     observed = "pass" if kind == "finished" else "fail"
-    return Cell(
+    return CellResult(
         case,
         None,
         variant,
@@ -86,4 +87,4 @@ def test_tightness_table_in_terminal_markdown_and_json(tmp_path: Path) -> None:
 def test_a_report_without_the_field_still_reads() -> None:
     data = dataclasses.asdict(CELLS[1])
     del data["over_reservation"]
-    assert Cell.from_dict(data).over_reservation is None
+    assert CellResult.from_dict(data).over_reservation is None

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from matrix.adapters import RequestState, SchedulerState
-from matrix.verdict import (
-    RunOutcome,
-    RunTrace,
-    StepRecord,
-    acceptable,
-    classify_run,
-    expectation_met,
-    judge_cell,
-)
+from matrix.adapters.protocol import RequestState, SchedulerState
+from matrix.judge.runs import RunOutcome, classify_run
+from matrix.judge.verdict import acceptable, expectation_met, judge_cell
+from matrix.run.records import RunTrace, StepRecord
 
 
 def request(
@@ -108,8 +102,8 @@ def test_a_stall_outranks_another_request_preempted() -> None:
 
 
 def test_every_variant_name_has_a_variant() -> None:
-    from matrix.schema import VARIANT_NAMES
-    from matrix.variants import VARIANTS
+    from matrix.run.variants import VARIANTS
+    from matrix.variant_names import VARIANT_NAMES
 
     assert tuple(VARIANTS) == VARIANT_NAMES
     assert all(VARIANTS[name].name == name for name in VARIANT_NAMES)

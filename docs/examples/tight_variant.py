@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from matrix.adapters import Geometry, SchedulerHandle
-from matrix.variants import ceil_div
+from matrix.adapters.protocol import Geometry, SchedulerHandle
+from matrix.run.variants import ceil_div
 
 
 def blocks_for_next_tokens(geometry: Geometry, prompt_tokens: int) -> int:

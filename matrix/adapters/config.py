@@ -10,6 +10,7 @@ described case's groups from its derived layout, so the rest of the matrix reads
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -35,8 +36,14 @@ from vllm.v1.kv_cache_interface import (
 )
 
 from matrix.adapters.layout import DerivedLayout, derive_layout
-from matrix.model_schema import ENGINE_CONFIG_DEFAULT, PromptInBlocks, model_directory
-from matrix.schema import CaseFile, Group
+from matrix.case.format import CaseFile
+from matrix.case.model import (
+    ENGINE_CONFIG_DEFAULT,
+    LayoutSettings,
+    PromptInBlocks,
+    model_directory,
+)
+from matrix.case.parts import Group
 
 
 def group_spec(group: Group, max_model_len: int, spec_tokens: int) -> KVCacheSpec:
@@ -106,33 +113,52 @@ def _transfer_settings(case: CaseFile) -> dict[str, Any]:
     return settings
 
 
-_configs: dict[str, VllmConfig] = {}
+@dataclass(frozen=True)
+class EngineSettings:
+    """Everything :func:`build_vllm_config` reads of a case. It is the config cache's key, so
+    cases that agree on it share one config and the builder cannot read anything else: a new
+    case key reaches the engine only by a field here."""
+
+    model_dir: str
+    max_model_len: int
+    scheduler: tuple[tuple[str, Any], ...]  # SchedulerConfig arguments
+    block_size: int  # the cache's: the smallest attention block
+    prefix_caching: bool
+    mamba_mode: str | None
+    speculative: tuple[str, int] | None  # method, speculative tokens
+    transfer: tuple[tuple[str, Any], ...]  # KVTransferConfig arguments
+
+
+def engine_settings(case: CaseFile) -> EngineSettings:
+    """What the engine configuration of ``case`` depends on."""
+    # A described model's engine runs on the default tiny config: the scheduler reads the
+    # model only through the KV cache layout, which is the described model's.
+    model_dir = str(model_directory(ENGINE_CONFIG_DEFAULT if case.described else case.model))
+    mamba_modes = sorted({g.mamba_mode for g in case.groups if g.kind == "mamba" and g.mamba_mode})
+    speculative = case.speculative
+    return EngineSettings(
+        model_dir=model_dir,
+        max_model_len=case.max_model_len,
+        scheduler=tuple(sorted(_scheduler_settings(case).items())),
+        block_size=_cache_block_size(case),
+        prefix_caching=_prefix_caching(case),
+        mamba_mode=mamba_modes[0] if mamba_modes else None,
+        speculative=(speculative.method, speculative.num_tokens) if speculative else None,
+        transfer=tuple(sorted(_transfer_settings(case).items())),
+    )
+
+
+_configs: dict[EngineSettings, VllmConfig] = {}
 
 
 def vllm_config_for(case: CaseFile, pool: int) -> VllmConfig:
-    """Cases differing only in pool size, requests, events or in what of their groups the
-    engine config does not read share one config: building it is most of a scheduler's set-up
-    cost, and the scheduler only reads it."""
-    # The draft acceptance is the simulated model's, not the engine's: it needs no new config.
-    key = repr(
-        (
-            case.model_dump_json(
-                include={
-                    "model": True,
-                    "max_model_len": True,
-                    "engine": True,
-                    "speculative": {"method", "num_tokens", "lookahead"},
-                }
-            ),
-            case.described is not None,  # a described model runs on the default engine config
-            _cache_block_size(case),
-            _prefix_caching(case),
-            sorted({g.mamba_mode or "" for g in case.groups}),
-        )
-    )
-    config = _configs.get(key)
+    """The case's engine configuration with a pool of ``pool`` blocks: built once per
+    :class:`EngineSettings` (building it is most of a scheduler's set-up cost, and the
+    scheduler only reads it), its block count set per call."""
+    settings = engine_settings(case)
+    config = _configs.get(settings)
     if config is None:
-        config = _configs[key] = build_vllm_config(case)
+        config = _configs[settings] = build_vllm_config(settings)
     config.cache_config.num_gpu_blocks = pool
     return config
 
@@ -155,33 +181,33 @@ def async_refusal(case: CaseFile) -> str | None:
         return reasons[0].removeprefix("Value error, ").split(" [type=")[0]
 
 
-def build_vllm_config(case: CaseFile) -> VllmConfig:
-    """The engine configuration for a case, built by vLLM's own config classes on a CPU."""
-    # A described model's engine runs on the default tiny config: the scheduler reads the
-    # model only through the KV cache layout, which is the described model's.
-    model_dir = str(model_directory(ENGINE_CONFIG_DEFAULT if case.described else case.model))
+def build_vllm_config(settings: EngineSettings) -> VllmConfig:
+    """The engine configuration built by vLLM's own config classes on a CPU."""
     model = ModelConfig(
-        model=model_dir, skip_tokenizer_init=True, max_model_len=case.max_model_len, dtype="float32"
+        model=settings.model_dir,
+        skip_tokenizer_init=True,
+        max_model_len=settings.max_model_len,
+        dtype="float32",
     )
     scheduler = SchedulerConfig(
-        max_model_len=case.max_model_len, is_encoder_decoder=False, **_scheduler_settings(case)
+        max_model_len=settings.max_model_len,
+        is_encoder_decoder=False,
+        **dict(settings.scheduler),
     )
-    mamba_modes = {g.mamba_mode for g in case.groups if g.kind == "mamba"}
     cache = CacheConfig(
-        block_size=_cache_block_size(case), enable_prefix_caching=_prefix_caching(case)
+        block_size=settings.block_size, enable_prefix_caching=settings.prefix_caching
     )
-    if mamba_modes:
-        cache.mamba_cache_mode = mamba_modes.pop()
+    if settings.mamba_mode is not None:
+        cache.mamba_cache_mode = settings.mamba_mode
     speculative = None
-    if case.speculative is not None:
-        options: dict[str, Any] = {}
-        if case.speculative.method == "ngram":
+    if settings.speculative is not None:
+        method, tokens = settings.speculative
+        options: dict[str, Any] = {"model": settings.model_dir}
+        if method == "ngram":
             options = {"prompt_lookup_min": 1, "prompt_lookup_max": 4}
-        else:
-            options = {"model": model_dir}
         speculative = SpeculativeConfig(
-            method=case.speculative.method,
-            num_speculative_tokens=case.speculative.num_tokens,
+            method=method,
+            num_speculative_tokens=tokens,
             target_model_config=model,
             target_parallel_config=ParallelConfig(),
             **options,
@@ -190,7 +216,7 @@ def build_vllm_config(case: CaseFile) -> VllmConfig:
         model_config=model,
         scheduler_config=scheduler,
         cache_config=cache,
-        kv_transfer_config=KVTransferConfig(**_transfer_settings(case)),
+        kv_transfer_config=KVTransferConfig(**dict(settings.transfer)),
         device_config=DeviceConfig("cpu"),
         speculative_config=speculative,
     )
@@ -221,17 +247,21 @@ def _spec_tokens(case: CaseFile) -> int:
     return case.speculative.num_tokens if case.speculative else 0
 
 
-_layouts: dict[str, DerivedLayout] = {}
+_layouts: dict[tuple[str, LayoutSettings, int, EngineSettings], DerivedLayout] = {}
 
 
 def layout_for(case: CaseFile) -> DerivedLayout:
-    """A described model's layout as the installed vLLM derives it, once per set of settings.
-    Raises ``layout.LayoutError`` when it cannot."""
+    """A described model's layout as the installed vLLM derives it, once per set of what the
+    derivation reads. Raises ``layout.LayoutError`` when it cannot."""
     assert case.described is not None
-    key = case.model_dump_json(include={"described", "layout", "speculative", "max_model_len"})
+    engine = engine_settings(case.model_copy(update={"groups": []}))
+    key = (case.described.model_dump_json(), case.layout, _spec_tokens(case), engine)
     if key not in _layouts:
-        engine = build_vllm_config(case.model_copy(update={"groups": []}))
-        _layouts[key] = derive_layout(case.described, case.layout, _spec_tokens(case), engine)
+        # A fresh config: the derivation sets its block size as the engine's alignment would.
+        derived = derive_layout(
+            case.described, case.layout, _spec_tokens(case), build_vllm_config(engine)
+        )
+        _layouts[key] = derived
     return _layouts[key]
 
 

@@ -23,7 +23,7 @@ from vllm.v1.structured_output import StructuredOutputManager
 
 from matrix.adapters.accounting import block_account
 from matrix.adapters.config import kv_cache_config_for, vllm_config_for
-from matrix.adapters.engine import EngineLoop, Worker
+from matrix.adapters.engine_loop import EngineLoop, Worker
 from matrix.adapters.protocol import (
     FINISHED,
     LOADING,
@@ -38,7 +38,8 @@ from matrix.adapters.protocol import (
     Status,
     StepOutcome,
 )
-from matrix.schema import CaseFile, RequestSpec
+from matrix.case.format import CaseFile
+from matrix.case.parts import RequestSpec
 
 
 def distinct_prompt(request_id: str, length: int) -> list[int]:

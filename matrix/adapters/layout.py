@@ -38,8 +38,8 @@ from vllm.v1.kv_cache_interface import (
     SlidingWindowSpec,
 )
 
-from matrix.model_schema import LayerKind, LayoutSettings, ModelDescription
-from matrix.schema import Group, GroupKind, MambaMode
+from matrix.case.model import LayerKind, LayoutSettings, ModelDescription
+from matrix.case.parts import Group, GroupKind, MambaMode
 
 
 class LayoutError(Exception):

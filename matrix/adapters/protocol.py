@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from matrix.schema import CaseFile, RequestSpec
+from matrix.case.format import CaseFile
+from matrix.case.parts import RequestSpec
 
 # A request's status in vLLM's RequestStatus names, narrowed to what the verdict reasons about:
 # every finished status (and a request the scheduler already dropped) is FINISHED, and every

@@ -11,17 +11,17 @@ from typing import Any, ClassVar
 
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from matrix.adapters import Requirement
 from matrix.adapters.config import async_refusal, case_groups, with_layout
 from matrix.adapters.handle import Handle
 from matrix.adapters.layout import LayoutError
-from matrix.adapters.probe import (
+from matrix.adapters.requirements import (
     SHARED_REQUIREMENTS,
+    Requirement,
     init_assigns,
     release_failure_policies,
     release_mamba_modes,
 )
-from matrix.schema import CaseFile
+from matrix.case.format import CaseFile
 
 
 class Vllm030Handle(Handle):

@@ -12,9 +12,8 @@ from typing import Any, ClassVar
 from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from matrix.adapters import Requirement
 from matrix.adapters.handle import Handle
-from matrix.adapters.probe import SHARED_REQUIREMENTS, accepts
+from matrix.adapters.requirements import SHARED_REQUIREMENTS, Requirement, accepts
 from matrix.adapters.v0_30 import Vllm030, Vllm030Handle
 
 

@@ -11,9 +11,8 @@ from typing import ClassVar
 
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from matrix.adapters import Requirement
 from matrix.adapters.handle import Handle
-from matrix.adapters.probe import SHARED_REQUIREMENTS, init_assigns
+from matrix.adapters.requirements import SHARED_REQUIREMENTS, Requirement, init_assigns
 from matrix.adapters.v0_31 import PREFILL_END, Vllm031, Vllm031Handle
 
 

@@ -1,0 +1,140 @@
+"""The two simulated parts around a real scheduler, and the engine loop between them.
+
+:class:`Worker` stands for the model runner and NIXL's worker side: for a scheduled batch it
+returns the output a GPU worker would (a token per request that reached the end of its
+prompt, the accepted drafts, the loads that finished or failed). :class:`EngineLoop` calls
+the scheduler as ``EngineCore`` does: ``step`` for the synchronous scheduler, and
+``step_with_batch_queue`` (``max_concurrent_batches`` deep, each batch's output processed one
+call later) for ``AsyncScheduler``. Everything else is vLLM's own code.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from typing import Any
+
+from vllm.v1.outputs import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
+
+from matrix.adapters.protocol import StepOutcome
+from matrix.case.engine import Accept, accepted_drafts
+
+SAMPLED_TOKEN = 7
+DRAFT_TOKEN = 11
+
+
+class Worker:
+    """What the GPU side returns for a batch, computed when the batch is executed."""
+
+    def __init__(self, scheduler: Any, accept: Accept) -> None:
+        self.scheduler = scheduler
+        self.accept = accept
+        self.verify_steps: Counter[str] = Counter()  # per request: steps that verified drafts
+        self.reported: set[str] = set()  # loads reported finished or failed
+
+    def execute(
+        self, output: Any, finished_loads: set[str], failed_loads: set[str]
+    ) -> ModelRunnerOutput:
+        request_ids = list(output.num_scheduled_tokens)
+        sampled = [self._sampled(request_id, output) for request_id in request_ids]
+        self.reported |= finished_loads | failed_loads
+        return ModelRunnerOutput(
+            req_ids=request_ids,
+            req_id_to_index={r: i for i, r in enumerate(request_ids)},
+            sampled_token_ids=sampled,
+            kv_connector_output=self._connector_output(finished_loads, failed_loads),
+        )
+
+    def _sampled(self, request_id: str, output: Any) -> list[int]:
+        request = self.scheduler.requests[request_id]
+        # A prompt chunk that does not reach the prompt's end samples nothing.
+        if request.is_prefill_chunk:
+            return []
+        drafts = len(output.scheduled_spec_decode_tokens.get(request_id, ()))
+        accepted = drafts
+        if drafts:
+            accepted = accepted_drafts(self.accept, self.verify_steps[request_id], drafts)
+            self.verify_steps[request_id] += 1
+        # Fewer tokens than drafts + 1: the scheduler's own rejection path rolls back the rest.
+        return [SAMPLED_TOKEN] * (1 + accepted)
+
+    def _connector_output(
+        self, finished_loads: set[str], failed_loads: set[str]
+    ) -> KVConnectorOutput | None:
+        if not finished_loads and not failed_loads:
+            return None
+        # NIXL reports a failed load as done and failed; without the hybrid manager it also
+        # names the request's unhashed blocks of the first group as invalid.
+        invalid: set[int] = set()
+        if failed_loads and not self._hybrid_transfer():
+            manager = self.scheduler.kv_cache_manager.coordinator.single_type_managers[0]
+            for request_id in failed_loads:
+                invalid |= {
+                    block.block_id
+                    for block in manager.req_to_blocks.get(request_id, ())
+                    if block.block_hash is None and not block.is_null
+                }
+        return KVConnectorOutput(
+            finished_recving=finished_loads | failed_loads,
+            failed_recving=set(failed_loads),
+            invalid_block_ids=invalid,
+        )
+
+    def _hybrid_transfer(self) -> bool:
+        """NIXL's own rule, read from its scheduler side: transfers per KV cache group."""
+        return bool(self.scheduler.connector.connector_scheduler._is_hma_required)
+
+    def propose_drafts(self) -> None:
+        """The drafter's proposals for every running request (synchronous engines only: with
+        async scheduling the worker keeps the drafts and the scheduler uses placeholders)."""
+        scheduler = self.scheduler
+        running = [r.request_id for r in scheduler.running]
+        if scheduler.num_spec_tokens and running:
+            drafts = [[DRAFT_TOKEN] * scheduler.num_spec_tokens for _ in running]
+            scheduler.update_draft_token_ids(DraftTokenIds(running, drafts))
+
+
+class EngineLoop:
+    """One ``EngineCore`` step per call, synchronous or with the batch queue."""
+
+    def __init__(self, scheduler: Any, worker: Worker, batch_queue_size: int) -> None:
+        self.scheduler = scheduler
+        self.worker = worker
+        self.batch_queue_size = batch_queue_size
+        self.batch_queue: deque[tuple[Any, ModelRunnerOutput]] = deque()
+
+    def step(self, finished_loads: set[str], failed_loads: set[str]) -> StepOutcome:
+        if self.batch_queue_size > 1:
+            return self._step_with_batch_queue(finished_loads, failed_loads)
+        scheduler = self.scheduler
+        output = scheduler.schedule()
+        free_while_running = scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
+        scheduler.update_from_output(
+            output, self.worker.execute(output, finished_loads, failed_loads)
+        )
+        self.worker.propose_drafts()
+        return StepOutcome(dict(output.num_scheduled_tokens), free_while_running)
+
+    def _step_with_batch_queue(
+        self, finished_loads: set[str], failed_loads: set[str]
+    ) -> StepOutcome:
+        scheduler = self.scheduler
+        pool = scheduler.kv_cache_manager.block_pool
+        scheduled: dict[str, int] = {}
+        free_while_running = pool.get_num_free_blocks()
+        if scheduler.has_requests():
+            output = scheduler.schedule()
+            free_while_running = pool.get_num_free_blocks()
+            scheduled = dict(output.num_scheduled_tokens)
+            self.batch_queue.appendleft(
+                (output, self.worker.execute(output, finished_loads, failed_loads))
+            )
+            executed = output.total_num_scheduled_tokens > 0
+            if len(self.batch_queue) < self.batch_queue_size and (
+                executed or scheduler.has_requests()
+            ):
+                return StepOutcome(scheduled, free_while_running)
+        elif not self.batch_queue:
+            return StepOutcome(scheduled, free_while_running)
+        output, model_output = self.batch_queue.pop()
+        scheduler.update_from_output(output, model_output)
+        return StepOutcome(scheduled, free_while_running)

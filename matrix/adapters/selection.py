@@ -1,0 +1,42 @@
+"""The installed release's adapter: chosen by version from ``matrix.releases``, imported, and
+its requirements probed before any case runs."""
+
+from __future__ import annotations
+
+import importlib
+
+from matrix.adapters.protocol import Refused, UnsupportedRelease, VersionAdapter
+from matrix.installed import installed_vllm_version
+from matrix.releases import RELEASES, nearest_release, release_label
+
+
+def select_adapter(version: str | None = None) -> VersionAdapter:
+    """The adapter for the installed vLLM (or ``version``), its requirements probed; raises
+    :class:`UnsupportedRelease` naming what is missing."""
+    version = installed_vllm_version() if version is None else version
+    if version is None:
+        raise UnsupportedRelease("vLLM is not installed (run through tox, e.g. tox -e vllm033)")
+    release = nearest_release(version)
+    module_name, class_name = RELEASES[release].adapter.split(":")
+    try:
+        from matrix.adapters.runtime import prepare_vllm
+
+        prepare_vllm()
+        adapter_type = getattr(importlib.import_module(module_name), class_name)
+    except ImportError as error:
+        raise UnsupportedRelease(f"vLLM lacks an import the adapters need: {error}") from error
+    missing = [r.description for r in adapter_type.requirements if not r.met()]
+    if missing:
+        raise UnsupportedRelease(
+            f"vLLM {version} lacks what the {release} adapter drives: {'; '.join(missing)}"
+        )
+    adapter: VersionAdapter = adapter_type(release_label(version))
+    return adapter
+
+
+def adapter_or_refusal() -> VersionAdapter:
+    """The installed release's adapter, or one that refuses every case with the reason."""
+    try:
+        return select_adapter()
+    except UnsupportedRelease as error:
+        return Refused(str(error))

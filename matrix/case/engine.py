@@ -1,0 +1,53 @@
+"""The engine's side of a case: its settings (``engine:``), how many drafts the simulated model
+accepts (``speculative.accept``), the events an engine or a worker causes (``abort:``,
+``fail_load:``) and shared prompt prefixes (``prefix:``).
+
+Pydantic models only. The values of ``engine:`` are checked here for type only: vLLM's own
+config classes judge them when a scheduler is built; the rules spanning a case's requests
+(prefixes, accepted drafts) are ``matrix.case.parts.check_prefixes_and_accept``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from matrix.case.strict import Strict
+
+
+class Engine(Strict):
+    """vLLM settings the scheduler sees; unset keys keep the harness defaults (16 sequences,
+    chunked prefill on, prefix caching on unless a Mamba group runs in mode none, the
+    synchronous scheduler, NIXL as a consumer, vLLM's default load-failure policy)."""
+
+    max_num_seqs: Annotated[int, Field(ge=1, le=1024)] | None = None
+    max_num_batched_tokens: Annotated[int, Field(ge=1)] | None = None
+    enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
+    kv_role: str | None = None
+    # True: AsyncScheduler driven as EngineCore.step_with_batch_queue drives it.
+    async_scheduling: bool | None = None
+    kv_load_failure_policy: str | None = None
+
+
+# Accepted drafts per decode step of each request, the last value repeating; "all" and "none"
+# are the two extremes.
+Accept = Literal["all", "none"] | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+
+
+def accepted_drafts(accept: Accept, decode_step: int, drafts: int) -> int:
+    """How many of ``drafts`` the simulated model accepts at a request's ``decode_step``
+    (0-based)."""
+    if accept == "all":
+        return drafts
+    if accept == "none":
+        return 0
+    return min(drafts, accept[min(decode_step, len(accept) - 1)])
+
+
+class Prefix(Strict):
+    """The request starts with the first ``tokens`` tokens of request ``of``'s prompt."""
+
+    of: Annotated[str, Field(min_length=1)]
+    tokens: Annotated[int, Field(ge=1)]

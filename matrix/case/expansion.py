@@ -1,0 +1,217 @@
+"""Turns a case file into concrete cells: matrix axes x variants, with stable readable ids.
+
+Pure: no vLLM, no pytest. ``single_group.yaml`` with an axis ``k`` over ``[1, 3]`` gives the
+cases ``single_group[k=1]`` and ``single_group[k=3]``, and each of those one cell per variant,
+``single_group[k=1]-original`` and so on. Ids depend only on the file's text.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matrix.case.format import CaseFile, Expectation
+from matrix.case.loading import CaseFileError, LoadedDocument, Location, read_document, validate
+from matrix.case.model import DESCRIPTIONS_FOLDER, is_model_file
+from matrix.case.parts import Axis
+from matrix.case.shipped import shipped_cases as shipped_cases
+from matrix.releases import NEWEST_SHIPPED
+from matrix.variant_names import VARIANT_NAMES, BuiltInVariant
+
+
+@dataclass(frozen=True)
+class Case:
+    """One point of a case file's matrix, validated."""
+
+    case_id: str
+    source: Path
+    line: int  # of the case's name
+    definition: CaseFile  # the case file at this point of its matrix
+    # Where each variant's expectation is written (the expect: entry, an axis overlay that sets
+    # it, or expect.default); a failing cell is reported there.
+    expectation_lines: tuple[tuple[str, int], ...] = ()
+
+    def expectation_line(self, variant: str) -> int:
+        return dict(self.expectation_lines).get(variant, self.line)
+
+    @property
+    def column(self) -> str | None:
+        return self.definition.column
+
+    @property
+    def digest(self) -> str:
+        """Identifies what the case says, so reports of different versions of it are never
+        compared."""
+        return hashlib.sha256(self.definition.model_dump_json().encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A case run under one reservation variant: one test, one cell of the results table."""
+
+    case: Case
+    variant: str  # a built-in variant or one the run loaded (matrix/run/user_variants.py)
+    ships: BuiltInVariant  # the variant the installed release's stock reservation is
+
+    @property
+    def judged_as(self) -> str:
+        """The variant whose expectation this cell is held to. Stock, unless the case states
+        its own, must behave exactly like the variant its release ships: on 0.31 a case's
+        ``original`` expectation applies to stock too."""
+        if self.variant == "stock" and "stock" not in self.case.definition.expect:
+            return self.ships
+        return self.variant
+
+    @property
+    def expected(self) -> Expectation:
+        return self.case.definition.expectation_for(self.judged_as)
+
+    @property
+    def line(self) -> int:
+        return self.case.expectation_line(self.judged_as)
+
+    @property
+    def test_id(self) -> str:
+        return f"{self.case.case_id}-{self.variant}"
+
+
+AxisPoint = tuple[str, Any, Location]  # label, value, where the value is written
+
+
+def _axis_points(name: str, axis: Axis, document: LoadedDocument) -> list[AxisPoint]:
+    where: Location = ("matrix", name, "values")
+    if isinstance(axis.values, dict):
+        return [(str(label), value, (*where, label)) for label, value in axis.values.items()]
+    points = []
+    for index, value in enumerate(axis.values):
+        if isinstance(value, dict | list):
+            raise CaseFileError(
+                document.path,
+                document.line_of((*where, index)),
+                f"matrix.{name}: structured values need labels (values: {{label: value, ...}})",
+            )
+        label = str(value).lower() if isinstance(value, bool) else str(value)
+        points.append((label, value, (*where, index)))
+    return points
+
+
+def _path_parts(dotted: str) -> Location:
+    return tuple(int(part) if part.isdigit() else part for part in dotted.split("."))
+
+
+def _place(data: dict[str, Any], dotted: str) -> tuple[Any, str | int]:
+    """The container and key that ``dotted`` names in ``data`` (missing mappings are made)."""
+    parts = _path_parts(dotted)
+    node: Any = data
+    for part in parts[:-1]:
+        if isinstance(node, dict):
+            node = node.setdefault(part, {})
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            raise KeyError(dotted)
+    if isinstance(node, list) and not (isinstance(parts[-1], int) and parts[-1] < len(node)):
+        raise KeyError(dotted)
+    if not isinstance(node, dict | list):
+        raise KeyError(dotted)
+    return node, parts[-1]
+
+
+def _expectation_lines(
+    document: LoadedDocument, axis_lines: dict[Location, int], spec: CaseFile
+) -> tuple[tuple[str, int], ...]:
+    def line(key: str) -> int | None:
+        return axis_lines.get(("expect", key), document.lines.get(("expect", key)))
+
+    default = line("default")
+    found: list[tuple[str, int | None]] = [(v, line(v) or default) for v in VARIANT_NAMES]
+    # A user's variant is held to its own expect entry only (see CaseFile.expectation_for).
+    found += [(key, line(key)) for key in spec.expect if key not in (*VARIANT_NAMES, "default")]
+    return tuple((variant, at) for variant, at in found if at is not None)
+
+
+def expand_document(
+    document: LoadedDocument, variants: tuple[str, ...] = VARIANT_NAMES
+) -> list[Case]:
+    """A case file's cases: one per combination of its matrix axes (or itself without axes),
+    each validated against the run's ``variants``; raises :class:`CaseFileError` at the line
+    of what is wrong."""
+    base = validate(document, variants=variants)
+    if not base.matrix:
+        lines = _expectation_lines(document, {}, base)
+        return [Case(base.name, document.path, document.line_of(("name",)), base, lines)]
+    axes = list(base.matrix.items())
+    points = itertools.product(*(_axis_points(name, axis, document) for name, axis in axes))
+    return [_case_at(document, base.name, axes, combination, variants) for combination in points]
+
+
+def _case_at(
+    document: LoadedDocument,
+    name: str,
+    axes: list[tuple[str, Axis]],
+    combination: tuple[AxisPoint, ...],
+    variants: tuple[str, ...],
+) -> Case:
+    """The case at one combination of axis values: the file's data with each axis's places
+    set, validated, its errors placed at the axis value that set the offending place."""
+    data = copy.deepcopy(document.data)
+    del data["matrix"]
+    axis_lines: dict[Location, int] = {}  # a place an axis set -> the line of that axis value
+    for (axis_name, axis), (_, value, where) in zip(axes, combination, strict=True):
+        for path, item in axis.overlays(value).items():
+            try:
+                container, key = _place(data, path)
+            except KeyError:
+                raise CaseFileError(
+                    document.path,
+                    document.line_of(where),
+                    f"matrix.{axis_name}: no such place in the case: {path}",
+                ) from None
+            container[key] = copy.deepcopy(item)
+            overlay_line = (*where, path) if axis.path is None else where
+            axis_lines[_path_parts(path)] = document.line_of(overlay_line)
+    labels = ",".join(
+        f"{axis_name}={label}"
+        for (axis_name, _), (label, _, _) in zip(axes, combination, strict=True)
+    )
+    try:
+        spec = validate(document, data, axis_lines, variants)
+    except CaseFileError as error:
+        raise CaseFileError(error.path, error.line, f"[{labels}] {error.message}") from None
+    lines = _expectation_lines(document, axis_lines, spec)
+    return Case(f"{name}[{labels}]", document.path, document.line_of(("name",)), spec, lines)
+
+
+def cells_for_case(
+    case: Case, ships: BuiltInVariant = NEWEST_SHIPPED, variants: tuple[str, ...] = VARIANT_NAMES
+) -> list[Cell]:
+    return [Cell(case, variant, ships) for variant in case.definition.runs_variants(variants)]
+
+
+CASE_SUFFIXES = (".yaml", ".yml")
+
+
+def case_files(path: Path) -> list[Path]:
+    """The files a path names: itself, or the YAML files in a directory; model descriptions
+    only when the directory is a ``models/`` folder itself."""
+    if not path.is_dir():
+        return [path]
+    found = (f for suffix in CASE_SUFFIXES for f in path.glob(f"*{suffix}"))
+    return sorted(f for f in found if not is_model_file(f) or path.name == DESCRIPTIONS_FOLDER)
+
+
+def cells_from_file(
+    path: Path, ships: BuiltInVariant = NEWEST_SHIPPED, variants: tuple[str, ...] = VARIANT_NAMES
+) -> list[Cell]:
+    """All cells of one case file under the run's ``variants`` (the built-ins and any the run
+    loaded), in a stable order. Raises :class:`CaseFileError`."""
+    document = read_document(path)
+    return [
+        cell
+        for case in expand_document(document, variants)
+        for cell in cells_for_case(case, ships, variants)
+    ]

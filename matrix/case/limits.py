@@ -1,0 +1,62 @@
+"""Every bound on what a case file may ask for, in one place; docs/cases.md gives the reasons.
+
+Case files come from contributors and from other repositories' hooks: they are input. Reading
+is bounded before any schema (the file's size, its nesting, what its aliases expand to), and
+the schema bounds what a case makes the harness build and run (pool sizes, tokens, steps,
+cells), so a careless ``pool: 1000000000`` is refused instead of allocating a billion blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+# Reading, checked before the schema (so no case can raise them). A case is a few kilobytes and
+# a few hundred values nested about seven deep; these leave a wide margin.
+MAX_FILE_BYTES = 1_048_576
+MAX_VALUES = 100_000  # after aliases and merge keys are expanded
+MAX_DEPTH = 32
+
+# What a case builds and runs: name -> (default, the most ``limits: {name: N}`` may raise it
+# to, unit). Sized so real models' layouts fit with a wide margin.
+LIMITS: dict[str, tuple[int, int, str]] = {
+    "pool": (65_536, 1_048_576, "blocks"),
+    "sweep": (513, 4_096, "pool sizes"),
+    "block_size": (16_384, 1_048_576, "tokens"),
+    "max_model_len": (262_144, 1_048_576, "tokens"),
+    "requests": (256, 4_096, "requests"),
+    "tokens": (2_097_152, 16_777_216, "prompt and output tokens"),
+    "steps": (10_000, 1_000_000, "steps"),
+    "cells": (1_000, 10_000, "cells"),
+    "seconds": (300, 3_600, "seconds"),  # the wall-clock guard of one cell
+}
+
+Place = tuple[str | int, ...]
+
+
+class Size(NamedTuple):
+    """One size a case asks for: where it is written, the limit bounding it, its value, and
+    what it is when the limit's unit does not say (``" in step: events together"``)."""
+
+    place: Place
+    limit: str
+    value: int
+    what: str = ""
+
+
+def excess(overrides: Mapping[str, int], sizes: Iterable[Size]) -> tuple[Place, str] | None:
+    """The first place where a case asks for more than its limits allow (``overrides`` are its
+    ``limits:``), and why."""
+    for name, value in overrides.items():
+        if name not in LIMITS:
+            return ("limits", name), f"no limit '{name}' (one of {', '.join(LIMITS)})"
+        if value > LIMITS[name][1]:
+            return ("limits", name), f"{value:,} is above the most it may be, {LIMITS[name][1]:,}"
+    for place, name, value, what in sizes:
+        limit = overrides.get(name, LIMITS[name][0])
+        if value > limit:
+            return place, (
+                f"{value:,} {LIMITS[name][2]}{what}, over the limit of {limit:,} "
+                f"(limits: {{{name}: N}} raises it, up to {LIMITS[name][1]:,})"
+            )
+    return None

@@ -1,0 +1,158 @@
+"""Reads case files into :class:`CaseFile`: a document's data (matrix/case/reading.py reads it
+safely, with line numbers) validated by the schema, with the model description it names.
+
+Every problem becomes a :class:`CaseFileError` whose text is one line, ``file:line: message``,
+so a bad file is reported where it is wrong and never as a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from matrix.case.format import CaseFile
+from matrix.case.model import ModelDescription, description_path
+from matrix.case.reading import CaseFileError as CaseFileError
+from matrix.case.reading import Location as Location
+from matrix.case.reading import read_yaml
+from matrix.case.strict import PlacedError
+from matrix.variant_names import VARIANT_NAMES, variant_context
+
+
+@dataclass(frozen=True)
+class LoadedDocument:
+    """A case file's plain data and the line of every key and item in it."""
+
+    path: Path
+    data: Any
+    lines: dict[Location, int]
+
+    def line_of(self, location: Location) -> int:
+        """The line of the deepest part of ``location`` that exists in the file."""
+        for end in range(len(location), -1, -1):
+            line = self.lines.get(location[:end])
+            if line is not None:
+                return line
+        return 1
+
+
+def read_document(path: Path) -> LoadedDocument:
+    data, lines = read_yaml(path)
+    if not isinstance(data, dict):
+        raise CaseFileError(path, lines[()], "a case file is a mapping (name:, groups:, ...)")
+    return LoadedDocument(path, data, lines)
+
+
+def data_location(data: Any, pydantic_location: tuple[int | str, ...]) -> Location:
+    """Drops the union-member names pydantic inserts, keeping the path that exists in ``data``."""
+    kept: list[str | int] = []
+    node = data
+    for part in pydantic_location:
+        in_mapping = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if not (in_mapping or in_list):
+            continue
+        node = node[part]
+        kept.append(part)
+    return tuple(kept)
+
+
+def describe_validation_error(
+    error: ValidationError,
+    document: LoadedDocument,
+    data: Any,
+    axis_lines: dict[Location, int] | None = None,
+) -> CaseFileError:
+    """One line for a validation error. ``axis_lines`` maps places of ``data`` that a matrix
+    axis wrote to the line of that axis value, so errors there point at the axis, not the base."""
+    problems = []
+    for problem in error.errors(include_url=False):
+        location = data_location(data, problem["loc"])
+        placed = problem.get("ctx", {}).get("error")
+        if isinstance(placed, PlacedError):
+            location = data_location(data, placed.location)
+        if problem["type"] == "missing":  # name the key that is not there (at its parent's line)
+            location = (*location, problem["loc"][-1])
+        problems.append((location, problem))
+    # Union members each report why they did not match: keep one problem per place, preferring
+    # a failed rule (value_error) to a type mismatch.
+    best: dict[Location, ErrorDetails] = {}
+    for location, problem in problems:
+        kept = best.get(location)
+        if kept is None or (problem["type"] == "value_error" and kept["type"] != "value_error"):
+            best[location] = problem
+    # The deepest place first: it is the most specific.
+    ordered = sorted(best.items(), key=lambda item: -len(item[0]))
+    location = ordered[0][0]
+    line = document.line_of(location)
+    for prefix, axis_line in (axis_lines or {}).items():
+        if location[: len(prefix)] == prefix:
+            line = axis_line
+    messages = [
+        f"{'.'.join(str(p) for p in where) or 'case'}: "
+        f"{problem['msg'].removeprefix('Value error, ')}"
+        for where, problem in ordered
+    ]
+    return CaseFileError(document.path, line, "; ".join(messages))
+
+
+def validate(
+    document: LoadedDocument,
+    data: Any | None = None,
+    axis_lines: dict[Location, int] | None = None,
+    variants: tuple[str, ...] = VARIANT_NAMES,
+) -> CaseFile:
+    """Validates ``data`` (the document's own, or an expanded copy of it) as a case whose
+    ``expect`` and ``variants`` may name any of ``variants``."""
+    payload = document.data if data is None else data
+    payload = _with_description(document, payload, axis_lines or {})
+    try:
+        return CaseFile.model_validate(payload, context=variant_context(variants))
+    except ValidationError as error:
+        raise describe_validation_error(error, document, payload, axis_lines) from None
+
+
+def claim_name(claimed: dict[str, tuple[Path, str]], name: str, path: Path, line: int) -> None:
+    """Records that ``path`` names a case ``name``. Names are the ids of reports and tables, so
+    a second file with the same name is an error at its name's line."""
+    first = claimed.setdefault(name, (path.resolve(), f"{path}:{line}"))
+    if first[0] != path.resolve():
+        raise CaseFileError(path, line, f"case name '{name}' is already used by {first[1]}")
+
+
+def load_case_file(path: Path) -> tuple[LoadedDocument, CaseFile]:
+    document = read_document(path)
+    return document, validate(document)
+
+
+_descriptions: dict[tuple[Path, float], ModelDescription] = {}
+
+
+def read_description(path: Path) -> ModelDescription:
+    """A model description file, validated; raises :class:`CaseFileError` at its line."""
+    key = (path.resolve(), path.stat().st_mtime)
+    if key not in _descriptions:
+        document = read_document(path)
+        try:
+            _descriptions[key] = ModelDescription.model_validate(document.data)
+        except ValidationError as error:
+            raise describe_validation_error(error, document, document.data) from None
+    return _descriptions[key]
+
+
+def _with_description(
+    document: LoadedDocument, payload: Any, axis_lines: dict[Location, int]
+) -> Any:
+    """The case's data with ``described`` filled in from the description ``model`` names."""
+    if not isinstance(payload, dict):
+        return payload
+    if "described" in payload:
+        line = axis_lines.get(("described",), document.line_of(("described",)))
+        raise CaseFileError(document.path, line, "'described' is read from the model file")
+    model = payload.get("model")
+    path = description_path(model, document.path.parent) if isinstance(model, str) else None
+    return payload if path is None else {**payload, "described": read_description(path)}

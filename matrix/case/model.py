@@ -1,0 +1,175 @@
+"""What a model description (``cases/models/<slug>.yaml``) and a case's model settings may say.
+
+A model description holds the numbers a model's KV cache depends on, in the words of its public
+``config.json``; ``matrix.adapters.layout`` turns them into KV cache groups with vLLM's own code.
+Pure: no vLLM here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from matrix.case.shipped import ENGINE_CONFIGS, shipped_cases
+from matrix.case.strict import PlacedError, Strict
+
+ENGINE_CONFIG_DEFAULT = "llama-tiny"
+# Model descriptions live in a folder of this name beside the cases that use them; the shipped
+# ones in the repository's cases/models/. A YAML file in such a folder is never a case.
+DESCRIPTIONS_FOLDER = "models"
+SHIPPED_DESCRIPTIONS = shipped_cases() / DESCRIPTIONS_FOLDER
+
+
+def model_directory(model: str) -> Path | None:
+    """An engine config directory: one shipped in ``matrix/models/``, else a path, else None."""
+    for candidate in (ENGINE_CONFIGS / model, Path(model)):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def description_path(model: str, case_dir: Path | None) -> Path | None:
+    """The model description a case's ``model:`` names: ``models/<model>.yaml`` beside the case,
+    else a shipped one, else None."""
+    if not model.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        return None
+    folders = [case_dir / DESCRIPTIONS_FOLDER] if case_dir is not None else []
+    for folder in [*folders, SHIPPED_DESCRIPTIONS]:
+        candidate = folder / f"{model}.yaml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def shipped_descriptions() -> list[str]:
+    return sorted(p.stem for p in SHIPPED_DESCRIPTIONS.glob("*.yaml"))
+
+
+def is_model_file(path: Path) -> bool:
+    """A model description, not a case: a YAML file in a ``models/`` folder."""
+    return path.parent.name == DESCRIPTIONS_FOLDER
+
+
+def check_model(
+    model: str, described: ModelDescription | None, has_groups: bool, has_layout: bool
+) -> None:
+    """A case names a described model (its groups derived) or an engine config directory
+    with its groups written out; raises :class:`PlacedError` otherwise."""
+    if described is None and model_directory(model) is None:
+        configs = ", ".join(sorted(p.name for p in ENGINE_CONFIGS.iterdir() if p.is_dir()))
+        raise PlacedError(
+            ("model",),
+            f"no model '{model}' (described: {', '.join(shipped_descriptions())}; "
+            f"engine configs: {configs}; or give a directory)",
+        )
+    if described is not None and has_groups:
+        raise PlacedError(("groups",), "a described model's groups are derived: drop 'groups'")
+    if described is None and not has_groups:
+        raise PlacedError(("groups",), "'groups' is needed unless 'model' names a description")
+    if described is None and has_layout:
+        raise PlacedError(("layout",), "'layout' is for described models (model: <slug>)")
+
+
+# One layer's KV cache: attention of a kind, a Mamba / linear-attention state, or both in
+# parallel (Falcon-H1 runs attention and Mamba side by side in every layer), or none (an MLP
+# layer of a hybrid: NemotronH counts them as layers).
+LayerKind = Literal[
+    "full", "sliding_window", "chunked_local", "mla", "mamba", "full+mamba", "no_cache"
+]
+Positive = Annotated[int, Field(gt=0)]
+
+
+class MlaRanks(Strict):
+    """Multi-head latent attention: one latent of ``kv_lora_rank + qk_rope_head_dim`` per token."""
+
+    kv_lora_rank: Positive
+    qk_rope_head_dim: Positive
+
+
+class ModelDescription(Strict):
+    """A real model's KV cache numbers and where they come from."""
+
+    source: Annotated[str, Field(min_length=1)]  # the public config.json the numbers are from
+    architecture: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]+$")]  # as vLLM's registry knows it
+    dtype: Literal["bfloat16", "float16", "float32"]
+    num_layers: Annotated[int, Field(gt=0, le=512)]
+    # The kinds of consecutive layers, repeated until num_layers (layer i is pattern[i % len]).
+    layer_pattern: Annotated[list[LayerKind], Field(min_length=1, max_length=512)]
+    num_kv_heads: Annotated[int, Field(gt=0, le=1024)] | None = None
+    head_size: Annotated[int, Field(gt=0, le=4096)] | None = None
+    sliding_window: Positive | None = None
+    attention_chunk_size: Positive | None = None
+    mla: MlaRanks | None = None
+    # Mamba models: the config.json keys (model_type included) the model class's own
+    # get_mamba_state_shape_from_config reads; vLLM derives the state from them.
+    hf_config: dict[str, Any] = {}
+
+    def layer_kinds(self) -> tuple[LayerKind, ...]:
+        return tuple(
+            self.layer_pattern[i % len(self.layer_pattern)] for i in range(self.num_layers)
+        )
+
+    @model_validator(mode="after")
+    def _numbers_for_kinds(self) -> ModelDescription:
+        kinds = set(self.layer_kinds())
+        needs = {
+            "sliding_window": ("sliding_window", self.sliding_window),
+            "chunked_local": ("attention_chunk_size", self.attention_chunk_size),
+            "mla": ("mla", self.mla),
+        }
+        for kind, (key, value) in needs.items():
+            if (kind in kinds) != (value is not None):
+                state = "needs" if kind in kinds else "has no"
+                raise ValueError(f"'{key}' is for {kind} layers, and this model {state} them")
+        attention = kinds - {"mamba", "mla", "no_cache"}
+        if attention and (self.num_kv_heads is None or self.head_size is None):
+            raise ValueError("attention layers need 'num_kv_heads' and 'head_size'")
+        mamba = kinds & {"mamba", "full+mamba"}
+        if mamba and "model_type" not in self.hf_config:
+            raise ValueError("Mamba layers need 'hf_config' with the model's model_type")
+        if not mamba and self.hf_config:
+            raise ValueError("'hf_config' is for the Mamba state of models with Mamba layers")
+        return self
+
+
+class LayoutSettings(Strict):
+    """The engine settings a described model's layout depends on (besides speculative decoding
+    and max_model_len, which are the case's own)."""
+
+    tp: Annotated[int, Field(ge=1, le=64)] = 1  # tensor-parallel size
+    # "none" is vLLM's default (no Mamba prefix caching); "align" caches a state per block.
+    mamba_mode: Literal["none", "align"] = "none"
+    block_size: Annotated[int, Field(gt=0, le=4096)] | None = None  # the user's --block-size
+    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
+    # The attention backend's smallest kernel block (its alignment); 16 is FlashAttention's,
+    # the backend vLLM picks by default on CUDA.
+    kernel_block_size: Annotated[int, Field(gt=0, le=1024)] = 16
+
+
+class FitSweep(Strict):
+    """Pool sizes from ``below`` blocks under the case's fit to ``above`` blocks over it: a
+    described model's fit scales with its layout (a 7-group model needs larger pools)."""
+
+    below: Annotated[int, Field(ge=0, le=64)]
+    above: Annotated[int, Field(ge=0, le=64)]
+
+
+def pool_kind(value: Any) -> str:
+    """Which form a ``pool:`` takes (blocks, a sweep, a sweep around the fit), so a mistake is
+    reported against that form alone."""
+    if isinstance(value, FitSweep) or (
+        isinstance(value, dict) and value.keys() & {"below", "above"}
+    ):
+        return "fit"
+    return "sweep" if isinstance(value, dict | BaseModel) else "blocks"
+
+
+class PromptInBlocks(Strict):
+    """A prompt length in the cache's (attention) blocks, ``blocks`` whole blocks plus
+    ``offset`` tokens: one token past a boundary or one short of it, whatever block size the
+    layout derives."""
+
+    blocks: Annotated[int, Field(ge=1, le=64)]
+    offset: Annotated[int, Field(ge=-64, le=64)] = 0

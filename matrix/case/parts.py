@@ -1,0 +1,161 @@
+"""The parts a case is made of: its KV cache groups, speculative decoding, pool sweep, requests
+and matrix axes, and the rules spanning its requests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from matrix.case.engine import Accept, Prefix
+from matrix.case.model import PromptInBlocks
+from matrix.case.strict import PlacedError, Strict
+
+GroupKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
+MambaMode = Literal["none", "align", "all"]
+
+
+class Group(Strict):
+    """One KV cache group: the layers that share a block table."""
+
+    kind: GroupKind
+    block_size: Annotated[int, Field(gt=0)] | Literal["max_model_len"]
+    window: Annotated[int, Field(gt=0)] | None = None  # a sliding window or an attention chunk
+    # "all" (cache every block's state) exists in 0.30 and 0.31 only; later releases skip it.
+    mamba_mode: MambaMode | None = None
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Group:
+        windowed = self.kind in ("sliding_window", "chunked_local")
+        if windowed and self.window is None:
+            raise ValueError(f"a {self.kind} group needs 'window'")
+        if not windowed and self.window is not None:
+            raise ValueError("'window' is only for sliding_window and chunked_local groups")
+        if self.kind == "mamba" and self.mamba_mode is None:
+            raise ValueError("a mamba group needs 'mamba_mode' (none, align or all)")
+        if self.kind != "mamba" and self.mamba_mode is not None:
+            raise ValueError(f"'mamba_mode' is only for mamba groups, not {self.kind}")
+        if self.block_size == "max_model_len" and self.kind != "mamba":
+            raise ValueError("block_size 'max_model_len' is only for mamba groups")
+        return self
+
+    def tokens_per_block(self, max_model_len: int) -> int:
+        """The block size in tokens (``max_model_len`` is a Mamba group's one-block size)."""
+        return max_model_len if self.block_size == "max_model_len" else self.block_size
+
+
+class Speculative(Strict):
+    """Speculative decoding as the engine would configure it.
+
+    vLLM derives the lookahead from the method (0 for ngram, ``num_tokens`` for eagle and
+    draft models); writing ``lookahead`` states that expectation and is checked.
+    """
+
+    method: Literal["ngram", "eagle", "draft_model"]
+    num_tokens: Annotated[int, Field(ge=1, le=16)]
+    lookahead: Annotated[int, Field(ge=0)] | None = None
+    accept: Accept = "all"  # accepted drafts per decode step (see engine_schema.Accept)
+
+
+class PoolSweep(Strict):
+    """Every KV pool size from ``start`` to ``stop`` inclusive, in blocks."""
+
+    start: Annotated[int, Field(ge=2)]
+    stop: Annotated[int, Field(ge=2)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PoolSweep:
+        if self.stop < self.start:
+            raise ValueError(f"stop ({self.stop}) is below start ({self.start})")
+        return self
+
+
+class RequestSpec(Strict):
+    id: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    prompt: Annotated[int, Field(gt=0)] | PromptInBlocks
+    async_load: bool = True
+    max_tokens: Annotated[int, Field(gt=0)] = 4
+    prefix: Prefix | None = None
+    # During ``run``, the remote side completes this request's load so many steps after
+    # its admission.
+    complete_load_after: Annotated[int, Field(ge=1, le=1000)] = 1
+
+    def prompt_tokens(self) -> int:
+        """The prompt's length (one given in blocks is counted out by the adapters first)."""
+        if not isinstance(self.prompt, int):
+            raise ValueError(f"request {self.id}: its prompt in blocks was never counted out")
+        return self.prompt
+
+
+class Axis(Strict):
+    """One matrix axis and the values it takes.
+
+    With ``path`` (a dotted path into this case), ``values`` is a list (labels are the values
+    themselves) or a mapping label -> value. Without ``path``, ``values`` maps each label to
+    an overlay ``{dotted.path: value, ...}``, for axes that change several places at once
+    (for example a layout and the expectations that follow from it).
+    """
+
+    path: Annotated[str, Field(min_length=1)] | None = None
+    values: list[Any] | dict[str, Any]
+
+    @model_validator(mode="after")
+    def _shape(self) -> Axis:
+        if not self.values:
+            raise ValueError("an axis needs at least one value")
+        if self.path is None:
+            if not isinstance(self.values, dict):
+                raise ValueError("an axis without 'path' maps labels to overlays")
+            for label, overlay in self.values.items():
+                if not isinstance(overlay, dict) or not overlay:
+                    raise ValueError(
+                        f"value '{label}': an overlay is a mapping {{dotted.path: value, ...}}"
+                    )
+        return self
+
+    def overlays(self, value: Any) -> dict[str, Any]:
+        """The places this axis sets for one of its values."""
+        if self.path is None:
+            return {str(path): item for path, item in value.items()}
+        return {self.path: value}
+
+
+def check_prefixes_and_accept(
+    requests: Sequence[RequestSpec], speculative: Speculative | None
+) -> None:
+    """Prefixes name earlier requests and fit both prompts; ``accept`` fits the drafts and the
+    requests' decode steps. Raises :class:`PlacedError` at the offending place."""
+    # A prompt given in blocks has its length once the layout is derived: not checked here.
+    prompts: dict[str, int | None] = {}
+    for index, request in enumerate(requests):
+        if request.prefix is not None:
+            where = ("requests", index, "prefix")
+            if request.prefix.of not in prompts:
+                raise PlacedError(
+                    (*where, "of"), f"prefix of '{request.prefix.of}': not an earlier request"
+                )
+            lengths = (request.prompt, prompts[request.prefix.of])
+            known = [n for n in lengths if isinstance(n, int)]
+            longest = min(known) if len(known) == len(lengths) else request.prefix.tokens
+            if request.prefix.tokens > longest:
+                raise PlacedError(
+                    (*where, "tokens"),
+                    f"a prefix of {request.prefix.tokens} tokens is longer than the prompt "
+                    f"({longest} tokens)",
+                )
+        prompts[request.id] = request.prompt if isinstance(request.prompt, int) else None
+    if speculative is not None and isinstance(speculative.accept, list):
+        longest_run = max(r.max_tokens for r in requests)
+        if len(speculative.accept) > longest_run:
+            raise PlacedError(
+                ("speculative", "accept"),
+                f"accept lists {len(speculative.accept)} steps, but no request decodes more "
+                f"than {longest_run} (its max_tokens)",
+            )
+        for index, accepted in enumerate(speculative.accept):
+            if accepted > speculative.num_tokens:
+                raise PlacedError(
+                    ("speculative", "accept", index),
+                    f"{accepted} accepted drafts, but only {speculative.num_tokens} are proposed",
+                )

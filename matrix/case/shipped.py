@@ -1,0 +1,17 @@
+"""Where the package's shipped files are: the package itself, its engine configs, and the
+shipped case files (``matrix/cases`` in an installed wheel, where pyproject.toml puts them with
+the model descriptions, else the ``cases/`` folder beside the package in a checkout)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent
+# The engine's HF config directories (a tiny config.json each, for vLLM's ModelConfig).
+ENGINE_CONFIGS = PACKAGE / "models"
+
+
+def shipped_cases() -> Path:
+    """The folder of shipped case files."""
+    packaged = PACKAGE / "cases"
+    return packaged if packaged.is_dir() else PACKAGE.parent / "cases"

@@ -1,0 +1,87 @@
+"""Which vLLM is installed, and from where: its version from the package metadata, and, for a
+checkout or a local wheel (a dev build), its path and git state from PEP 610's
+``direct_url.json``. Never imports vLLM; calls only git.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote, urlparse
+
+from matrix.releases import shipped_variant
+from matrix.variant_names import BuiltInVariant
+
+
+def installed_vllm_version() -> str | None:
+    """The installed vLLM's version, or None without vLLM."""
+    try:
+        return metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the running vLLM came from, when not from a package index."""
+
+    path: str
+    kind: Literal["checkout", "wheel"]
+    commit: str | None = None  # git HEAD of the checkout, when it is a git work tree
+    dirty: bool | None = None  # uncommitted changes to tracked files (None: not a git tree)
+
+    def describe(self) -> str:
+        """``checkout PATH at COMMIT, clean``: the source in a report's words."""
+        state = "" if self.dirty is None else (", uncommitted changes" if self.dirty else ", clean")
+        commit = f" at {self.commit[:12]}{state}" if self.commit else ""
+        return f"{self.kind} {self.path}{commit}"
+
+
+def git(path: Path, *args: str) -> str | None:
+    """``git -C path args``' output, or None when git fails or is missing."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(path), *args], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def describe_path(path: Path, kind: Literal["checkout", "wheel"]) -> Source:
+    """A source at ``path``, with its git commit and state when it is a work tree."""
+    if kind == "wheel" or git(path, "rev-parse", "--is-inside-work-tree") != "true":
+        return Source(str(path), kind)
+    status = git(path, "status", "--porcelain", "--untracked-files=no")
+    return Source(str(path), kind, git(path, "rev-parse", "HEAD"), bool(status))
+
+
+def installed_source() -> Source | None:
+    """The installed vLLM's source when it was installed from a directory or a local wheel
+    (``direct_url.json``); None for a release from a package index or no vLLM."""
+    try:
+        return source_of(metadata.distribution("vllm"))
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def source_of(distribution: metadata.Distribution) -> Source | None:
+    """A distribution's local source, read from its ``direct_url.json``, or None."""
+    text = distribution.read_text("direct_url.json")
+    if not text:
+        return None
+    record = json.loads(text)
+    url = urlparse(str(record.get("url", "")))
+    if url.scheme != "file":
+        return None
+    path = Path(unquote(url.path))
+    return describe_path(path, "wheel" if "archive_info" in record else "checkout")
+
+
+def expected_stock() -> BuiltInVariant:
+    """The variant stock is held to on the installed vLLM (see ``releases.shipped_variant``)."""
+    return shipped_variant(installed_vllm_version(), dev_build=installed_source() is not None)

@@ -1,0 +1,94 @@
+"""A cell's result record: what the tables and reports show of one case x variant, from its
+verdict or from why it was skipped. Records travel between pytest-xdist workers and the
+controller as plain dicts (``CellResult.to_dict`` / ``CellResult.from_dict``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from matrix.case.expansion import Cell
+from matrix.judge.runs import RunKind
+from matrix.judge.tightness import over_reservation
+from matrix.judge.verdict import Verdict, expectation_met
+
+Observed = Literal["pass", "fail", "skip"]
+CellKind = Literal[RunKind, "skipped"]
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """One cell of the tables: the case, the variant, what was expected and observed."""
+
+    case: str
+    column: str | None
+    variant: str
+    expected: str  # "pass" or "fail"
+    expected_kind: str | None  # a failure kind the case pinned, if any
+    observed: Observed  # "skip": the release cannot run it; detail says why
+    kind: CellKind  # "finished", the failure kind, or "skipped"
+    detail: str
+    source: str
+    as_expected: bool  # observed matches the case's expectation (see verdict.expectation_met)
+    fit: int = 0
+    failing_pools: tuple[int, ...] = ()  # the pool sizes whose run failed
+    case_digest: str = ""  # see expand.Case.digest
+    model: str | None = None  # the described model a case runs (see model_schema)
+    # Blocks reserved beyond need: the smallest pool from which every size finishes, minus
+    # the fit (see matrix/judge/tightness.py); None when the largest pool swept does not finish.
+    over_reservation: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON-ready data (a report's cell, an xdist report property)."""
+        # Cells of hand-written layouts keep the shape reports had before models.
+        return {k: v for k, v in asdict(self).items() if k != "model" or v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CellResult:
+        """The record a :meth:`to_dict` wrote."""
+        return cls(**{**data, "failing_pools": tuple(data.get("failing_pools", ()))})
+
+
+def result_of(cell: Cell, verdict: Verdict) -> CellResult:
+    """A cell's record from its verdict."""
+    digest = cell.case.digest
+    if verdict.layout_digest:  # what ran depends on the release's derivation too
+        digest = f"{digest}+{verdict.layout_digest}"
+    return _record(
+        cell,
+        observed=verdict.observed,
+        kind=verdict.kind,
+        detail=verdict.detail,
+        as_expected=expectation_met(cell.expected, verdict),
+        fit=verdict.fit,
+        failing_pools=verdict.failing_pools,
+        case_digest=digest,
+        over_reservation=over_reservation(verdict.outcomes, verdict.fit),
+    )
+
+
+def skipped_result(cell: Cell, reason: str) -> CellResult:
+    """A cell's record when the installed release cannot run it, with the reason."""
+    return _record(
+        cell,
+        observed="skip",
+        kind="skipped",
+        detail=reason,
+        as_expected=True,
+        case_digest=cell.case.digest,
+    )
+
+
+def _record(cell: Cell, **outcome: Any) -> CellResult:
+    pinned_kind = cell.expected not in ("pass", "fail")
+    definition = cell.case.definition
+    return CellResult(
+        case=cell.case.case_id,
+        column=cell.case.column,
+        variant=cell.variant,
+        expected="fail" if pinned_kind else cell.expected,
+        expected_kind=cell.expected if pinned_kind else None,
+        source=f"{cell.case.source.name}:{cell.line}",
+        model=definition.model if definition.described is not None else None,
+        **outcome,
+    )

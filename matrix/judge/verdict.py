@@ -1,0 +1,98 @@
+"""A cell's verdict from its runs: pass, or the kind of failure, its pool sizes and the first
+diagnosis. What counts as a failure depends on the pool against the case's *fit*, the smallest
+pool in which each request alone runs to completion (see :func:`acceptable`). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from matrix.judge.runs import RunKind, RunOutcome, classify_run
+from matrix.run.records import CellRun
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A cell judged: pass or fail, the failure kind, the detail in words, and the runs."""
+
+    observed: Literal["pass", "fail"]
+    kind: RunKind
+    detail: str
+    fit: int  # the smallest pool in which every request, alone, runs to completion
+    outcomes: tuple[RunOutcome, ...]
+    failing_pools: tuple[int, ...] = ()  # the pool sizes whose outcome is not acceptable
+    # Identifies the layout a described model ran with on this release (see CellRun).
+    layout_digest: str = ""
+
+
+def judge_run(run: CellRun) -> Verdict:
+    """The verdict of a cell's runs (see :func:`judge_cell`); a case that could not run is an
+    ``error``, a cell past its deadline a ``timeout`` naming where it was."""
+    outcomes = tuple(classify_run(trace) for trace in run.traces)
+    if run.error:
+        return Verdict("fail", "error", run.error, run.fit, outcomes)
+    if run.timeout:
+        pools = (run.timeout_pool,) if run.timeout_pool else ()
+        return Verdict("fail", "timeout", run.timeout, run.fit, outcomes, pools)
+    verdict = judge_cell(outcomes, run.fit, run.fit_slack)
+    return replace(verdict, layout_digest=run.layout_digest)
+
+
+def acceptable(outcome: RunOutcome, fit: int, slack: int = 0) -> bool:
+    """A stall, a leak or an error is never right. From the fit up, every request must finish
+    (refusing one that fits is over-reservation, tolerated up to ``slack`` blocks) and every
+    step expectation must hold; below it the pool is too small for some request, and what the
+    scheduler does then is its own call."""
+    if outcome.kind == "finished":
+        return True
+    if outcome.kind in ("stall", "leak", "error"):
+        return False
+    if outcome.kind == "not_admitted":
+        return outcome.pool < fit + slack
+    return outcome.pool < fit
+
+
+def _pool_ranges(pools: Sequence[int]) -> str:
+    spans: list[list[int]] = []
+    for pool in pools:
+        if spans and pool == spans[-1][1] + 1:
+            spans[-1][1] = pool
+        else:
+            spans.append([pool, pool])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def judge_cell(outcomes: Sequence[RunOutcome], fit: int, slack: int = 0) -> Verdict:
+    """A cell's verdict from its runs, one per pool size: pass unless some run is unacceptable
+    (see :func:`acceptable`); a failure names its kind, pools and first diagnosis."""
+    fit_text = f"fit {fit}" + (f", slack {slack}" if slack else "")
+    failures = [o for o in outcomes if not acceptable(o, fit, slack)]
+    if not failures:
+        finished = [o.pool for o in outcomes if o.kind == "finished"]
+        unfinished = [o.pool for o in outcomes if o.kind != "finished"]
+        detail = f"finished at pools {_pool_ranges(finished)}" if finished else "nothing finished"
+        if unfinished:
+            detail += f"; unfinished below the fit ({fit_text}) at {_pool_ranges(unfinished)}"
+        if outcomes and max(o.pool for o in outcomes) < fit:
+            detail += "; no pool reaches the fit, so only stalls and errors were checked"
+        return Verdict("pass", "finished", detail, fit, tuple(outcomes))
+    first = failures[0]
+    same_kind = [o.pool for o in failures if o.kind == first.kind]
+    other_kinds = sorted({o.kind for o in failures} - {first.kind})
+    detail = (
+        f"{first.kind} at pools {_pool_ranges(same_kind)} ({fit_text}); "
+        f"pool {first.pool}: {first.diagnosis}"
+    )
+    if other_kinds:
+        detail += f"; also {', '.join(other_kinds)}"
+    failing_pools = tuple(o.pool for o in failures)
+    return Verdict("fail", first.kind, detail, fit, tuple(outcomes), failing_pools)
+
+
+def expectation_met(expected: str, verdict: Verdict) -> bool:
+    """``expected`` is pass, fail, or a failure kind that the cell must fail with."""
+    if expected in ("pass", "fail"):
+        return verdict.observed == expected
+    return verdict.observed == "fail" and verdict.kind == expected

@@ -1,0 +1,21 @@
+"""How a run can fail: the failure kinds a case may expect and the verdicts name.
+
+``matrix.judge.runs`` says how each is recognised; the README's table says what each means to
+a reader. A case may pin one as the expectation for a variant, to say *how* it must fail.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+FailureKind = Literal[
+    "stall",
+    "not_admitted",
+    "preempted",
+    "step_bound",
+    "stuck",
+    "expectation",
+    "leak",
+    "error",
+    "timeout",
+]

@@ -1,0 +1,73 @@
+"""The vLLM releases the matrix knows, the variant each ships, and what orders versions.
+
+No vLLM here: the case format, the reports and the cross-version checks read this table
+without importing vLLM; ``matrix.adapters.selection`` imports the adapter a release names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from matrix.variant_names import BuiltInVariant
+
+
+@dataclass(frozen=True)
+class Release:
+    """A known release: the adapter that drives it and the variant its stock reservation is."""
+
+    adapter: str  # "module:class"
+    ships: BuiltInVariant
+
+
+# Known releases (major.minor), oldest first. Each adapter subclasses the previous one and
+# overrides only what its release changed.
+RELEASES: dict[str, Release] = {
+    "0.30": Release("matrix.adapters.v0_30:Vllm030", ships="none"),
+    "0.31": Release("matrix.adapters.v0_31:Vllm031", ships="original"),
+    "0.32": Release("matrix.adapters.v0_32:Vllm032", ships="fixed"),
+    "0.33": Release("matrix.adapters.v0_32:Vllm032", ships="fixed"),  # same scheduler shape
+}
+
+
+def release_key(version: str) -> tuple[int, int]:
+    """``0.31.2+cpu`` -> ``(0, 31)``: what orders releases."""
+    numbers = [int(n) for n in re.findall(r"\d+", version)[:2]]
+    numbers += [0] * (2 - len(numbers))
+    return numbers[0], numbers[1]
+
+
+def release_of(version: str) -> str:
+    """``0.31.2+cpu`` -> ``0.31``."""
+    return "{}.{}".format(*release_key(version))
+
+
+def nearest_release(version: str) -> str:
+    """The known release an installed version is driven as: itself when known, else the newest
+    known release not newer than it (a dev build of 0.34 is tried as 0.33), else the oldest."""
+    key = release_key(version)
+    known = sorted(RELEASES, key=release_key)
+    older = [r for r in known if release_key(r) <= key]
+    return older[-1] if older else known[0]
+
+
+def shipped_variant(version: str | None, dev_build: bool = False) -> BuiltInVariant:
+    """The variant a release ships as its stock reservation; stock is expected to behave
+    exactly like it. Without a version nothing runs, and the newest release's is as good as
+    any. A dev build (a checkout or a local wheel) is held to the newest release's: a branch
+    is expected to keep the fix."""
+    newest = max(RELEASES, key=release_key)
+    return RELEASES[newest if dev_build else nearest_release(version or newest)].ships
+
+
+# What the newest known release ships: ids, lines and validation use it when no vLLM is
+# installed; whatever judges cells uses the installed release's.
+NEWEST_SHIPPED: BuiltInVariant = shipped_variant(None)
+
+
+def release_label(version: str) -> str:
+    """The version, and for a release not in ``RELEASES`` the adapter that drives it."""
+    release = nearest_release(version)
+    if release_key(version) == release_key(release):
+        return version
+    return f"{version} (unknown release, driven by the {release} adapter)"

@@ -1,0 +1,178 @@
+"""``python -m matrix crossversion``: across releases, from the per-env JSON reports alone (so
+the envs may run on different machines): the cross-version table (stock on each release),
+rendered with the fidelity checks' results (``matrix.report.fidelity``).
+
+The tables are pure; printing, the files and the exit code live in :func:`main`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from matrix.judge.result import CellResult
+from matrix.report.fidelity import (
+    COMPARED_FIELDS,
+    FIDELITY_CHECKS,
+    FidelityResult,
+    check_fidelity,
+    dev_checks,
+)
+from matrix.report.release_reports import ReleaseReport, ReportError, load_reports
+from matrix.report.tables import (
+    Table,
+    cell_text,
+    column_row,
+    columns_of,
+    render_markdown,
+    render_text,
+    row_label,
+)
+
+# --- the cross-version table ---------------------------------------------------------------
+
+
+def _stock_cells(reports: dict[str, ReleaseReport]) -> dict[str, dict[str, CellResult]]:
+    by_case: dict[str, dict[str, CellResult]] = {}
+    for release, report in reports.items():
+        for case, cell in report.cells_of("stock").items():
+            by_case.setdefault(case, {})[release] = cell
+    return dict(sorted(by_case.items()))
+
+
+def cases_by_release(reports: dict[str, ReleaseReport]) -> Table:
+    """Stock on each release; a leading ``!`` marks a case some release ran against its
+    expectation."""
+    rows = []
+    for case, cells in _stock_cells(reports).items():
+        mismatch = any(not c.as_expected for c in cells.values())
+        texts = [cell_text(cells[r]) if r in cells else "-" for r in reports]
+        rows.append([row_label(case, mismatch), *texts])
+    return ["case", *reports], rows
+
+
+def summary_by_release(reports: dict[str, ReleaseReport]) -> Table:
+    """The upstream table's columns, one row per release (stock)."""
+    stock = [c for r in reports.values() for c in r.cells if c.variant == "stock"]
+    columns = columns_of(stock)
+    rows = []
+    for report in reports.values():
+        rows.append([report.label, *column_row(report.cells_of("stock").values(), columns)])
+    return ["Release (stock)", *columns], rows
+
+
+# --- output --------------------------------------------------------------------------------
+
+
+def _compared(result: FidelityResult) -> str:
+    if result.status == "not_run":
+        return result.reason
+    changed = f" ({len(result.changed)} changed cases not compared)" if result.changed else ""
+    plural = "" if result.compared == 1 else "s"
+    return f"{result.compared} case{plural}{changed}"
+
+
+def _status(result: FidelityResult) -> str:
+    if result.check.informational and result.status == "differs":
+        return "changed"  # the dev build's own change, not a fidelity failure
+    return {"equal": "equal", "differs": "DIFFERS", "not_run": "not run"}[result.status]
+
+
+def _fidelity_line(result: FidelityResult) -> str:
+    return f"{_status(result):<8} {result.check}: {_compared(result)}"
+
+
+def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult]) -> str:
+    parts = [
+        "# KV reservation matrix across vLLM releases (stock)",
+        "",
+        f"From {', '.join(str(r.path.name) for r in reports.values())}.",
+        "",
+        "## Summary",
+        "",
+        render_markdown(summary_by_release(reports)),
+        "",
+        "## Cases x releases",
+        "",
+        render_markdown(cases_by_release(reports)),
+        "",
+        "## Fidelity: each patched variant against the release that shipped it",
+        "",
+    ]
+    rows = [[str(r.check), _status(r).lower(), _compared(r)] for r in results]
+    parts.append(render_markdown((["check", "result", "cases compared"], rows)))
+    differing = [r for r in results if r.differences]
+    if differing:
+        parts += ["", "### Differences", ""]
+        parts += [f"- {r.check}: {d}" for r in differing for d in r.differences]
+    return "\n".join(parts) + "\n"
+
+
+def json_document(
+    reports: dict[str, ReleaseReport], results: Sequence[FidelityResult]
+) -> dict[str, Any]:
+    header, rows = summary_by_release(reports)
+    return {
+        "releases": {r: report.version for r, report in reports.items()},
+        "cases": {
+            case: {
+                release: {f: getattr(cell, f) for f in (*COMPARED_FIELDS, "as_expected")}
+                for release, cell in cells.items()
+            }
+            for case, cells in _stock_cells(reports).items()
+        },
+        "summary": {
+            release: dict(zip(header[1:], row[1:], strict=True))
+            for release, row in zip(reports, rows, strict=True)
+        },
+        "fidelity": [
+            {**asdict(r.check), **{k: v for k, v in asdict(r).items() if k != "check"}}
+            for r in results
+        ],
+    }
+
+
+def main(paths: Sequence[Path], out: Path) -> int:
+    """Print and write the cross-version report; 1 when a fidelity check differs, when none
+    across two releases ran, or when a release skipped every cell."""
+    try:
+        reports = load_reports(paths)
+    except ReportError as error:
+        print(f"matrix crossversion: {error}")
+        return 2
+    if not reports:
+        print(f"matrix crossversion: no vllm-*.json reports in {', '.join(map(str, paths))}")
+        return 2
+    checks = (*FIDELITY_CHECKS, *dev_checks(reports))
+    results = [check_fidelity(check, reports) for check in checks]
+    print(render_text(summary_by_release(reports)))
+    print()
+    print(render_text(cases_by_release(reports)))
+    print()
+    for result in results:
+        print(_fidelity_line(result))
+        for difference in result.differences:
+            print(f"    {difference}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cross-version.md").write_text(markdown(reports, results), encoding="utf-8")
+    document = json.dumps(json_document(reports, results), indent=2) + "\n"
+    (out / "cross-version.json").write_text(document, encoding="utf-8")
+    print(f"\ncross-version report written to {out / 'cross-version.md'} and .json")
+    problems = [
+        f"every cell of vLLM {r.version} skipped: {r.skipped}"
+        for r in reports.values()
+        if r.skipped
+    ]
+    problems += [
+        f"{r.check}: differs"
+        for r in results
+        if r.status == "differs" and not r.check.informational
+    ]
+    if not any(r.status != "not_run" and r.check.across_releases for r in results):
+        problems.append("no check across two releases could run (each needs both reports)")
+    for problem in problems:
+        print(f"matrix crossversion: {problem}")
+    return 1 if problems else 0

@@ -1,0 +1,98 @@
+"""Report files: cells become Markdown and JSON built from the report's sections, with what the
+run was (:class:`RunInfo`). Pure but for reading the installed vLLM's version and source."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from matrix.case.shipped import PACKAGE
+from matrix.installed import Source, installed_source, installed_vllm_version
+from matrix.judge.result import CellResult
+from matrix.releases import release_label, shipped_variant
+from matrix.report.sections import sections
+from matrix.report.tables import mismatches, render_markdown, sort_cells, tightness_table
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a report says about the run as a whole."""
+
+    vllm_version: str | None
+    ships: str | None = None  # the variant the release's stock reservation is
+    matrix_digest: str = ""  # the matrix code that wrote the report (see matrix_digest)
+    # A vLLM installed from a checkout or a local wheel (a dev build); None for a release from
+    # a package index, and then absent from the JSON, as in reports written before it existed.
+    source: Source | None = None
+
+
+def matrix_digest() -> str:
+    """Identifies the matrix code that wrote a report: reports written by different code are
+    never compared with each other."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        digest.update(path.relative_to(PACKAGE).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def run_info() -> RunInfo:
+    """What the report says of the installed vLLM, from its version alone: under xdist the
+    controller never imports vLLM."""
+    version = installed_vllm_version()
+    if version is None:
+        return RunInfo(None, matrix_digest=matrix_digest())
+    source = installed_source()  # up to three git calls: once per report
+    ships = shipped_variant(version, dev_build=source is not None)
+    return RunInfo(release_label(version), ships, matrix_digest(), source)
+
+
+def markdown_report(cells: Sequence[CellResult], info: RunInfo) -> str:
+    """The results as a Markdown document: what ran, then every section, then the cells that
+    differ from their expectation."""
+    parts = [f"# KV reservation matrix on vLLM {info.vllm_version or 'unknown'}", ""]
+    if info.source:
+        parts += [f"vLLM from the {info.source.describe()}.", ""]
+    if info.ships:
+        parts += [f"Stock on this release is expected to behave like `{info.ships}`.", ""]
+    for section in sections(cells):
+        parts += [f"## {section.title}", ""]
+        if section.guide:
+            parts += [section.guide, ""]
+        parts += [render_markdown(section.table), ""]
+    wrong = mismatches(cells)
+    if wrong:
+        parts += ["## Cells that differ from their expectation", ""]
+        parts += [f"- `{c.case}-{c.variant}`: {c.detail}" for c in wrong]
+        parts += [""]
+    return "\n".join(parts[:-1]) + "\n"
+
+
+def json_report(cells: Sequence[CellResult], info: RunInfo) -> dict[str, Any]:
+    """The results as JSON-ready data: what ran, every cell, and the tightness table."""
+    header, rows = tightness_table(cells)
+    tightness = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows}
+    info_fields = asdict(info)
+    if info.source is None:  # release reports keep the shape they had before dev builds
+        del info_fields["source"]
+    return {
+        **info_fields,
+        "cells": [c.to_dict() for c in sort_cells(cells)],
+        "tightness": tightness,
+    }
+
+
+def write_report(path: Path, cells: Sequence[CellResult], info: RunInfo) -> None:
+    """Writes the Markdown (``.md``) or JSON (``.json``) report to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".json":
+        text = json.dumps(json_report(cells, info), indent=2) + "\n"
+    elif path.suffix == ".md":
+        text = markdown_report(cells, info)
+    else:
+        raise ValueError(f"--matrix-report {path}: use a .md or .json file name")
+    path.write_text(text, encoding="utf-8")

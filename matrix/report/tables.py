@@ -1,0 +1,150 @@
+"""Tables from cells: case x variant (expected vs observed), tightness, the upstream PR's summary
+shape and the described models; rendered as aligned text or Markdown.
+
+Pure: works on :class:`~matrix.judge.result.CellResult` records and returns lists of strings.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+from matrix.judge.result import CellResult
+from matrix.judge.tightness import tightness_label
+from matrix.variant_names import VARIANT_NAMES, table_label
+
+COLUMN_ORDER = (
+    "Single group",
+    "Multiple groups",
+    "Different block sizes",
+    "Mamba none",
+    "Mamba align",
+)
+
+
+def sort_cells(cells: Iterable[CellResult]) -> list[CellResult]:
+    order: dict[str, int] = {name: index for index, name in enumerate(VARIANT_NAMES)}
+    return sorted(cells, key=lambda c: (c.case, order.get(c.variant, len(order)), c.variant))
+
+
+def _variants(cells: Sequence[CellResult]) -> list[str]:
+    present = {c.variant for c in cells}
+    return [v for v in VARIANT_NAMES if v in present] + sorted(present - set(VARIANT_NAMES))
+
+
+def cell_text(cell: CellResult) -> str:
+    if cell.observed == "skip":
+        return "skip"
+    text = "pass" if cell.observed == "pass" else f"FAIL {cell.kind}"
+    if not cell.as_expected:
+        wanted = cell.expected_kind or cell.expected
+        text += f" (expected {wanted})"
+    return text
+
+
+Table = tuple[list[str], list[list[str]]]
+
+
+def row_label(case: str, mismatch: bool) -> str:
+    """A table row's first cell; ``!`` marks a row with a cell against its expectation."""
+    return f"! {case}" if mismatch else case
+
+
+def _case_by_variant(
+    cells: Sequence[CellResult], text: Callable[[CellResult], str], mark_mismatches: bool
+) -> Table:
+    """One row per case, one column per variant, each cell as ``text`` says (``-``: not run)."""
+    variants = _variants(cells)
+    by_case: dict[str, dict[str, CellResult]] = {}
+    for cell in sort_cells(cells):
+        by_case.setdefault(cell.case, {})[cell.variant] = cell
+    rows = []
+    for case, row in by_case.items():
+        mismatch = mark_mismatches and any(not c.as_expected for c in row.values())
+        rows.append(
+            [row_label(case, mismatch)] + [text(row[v]) if v in row else "-" for v in variants]
+        )
+    return ["case", *variants], rows
+
+
+def case_table(cells: Sequence[CellResult]) -> Table:
+    return _case_by_variant(cells, cell_text, mark_mismatches=True)
+
+
+def tightness_table(cells: Sequence[CellResult]) -> Table:
+    """Case x variant: blocks of over-reservation (0 tight), ``stall`` (under-reservation)."""
+    return _case_by_variant(
+        cells, lambda c: tightness_label(c.kind, c.over_reservation), mark_mismatches=False
+    )
+
+
+def columns_of(cells: Sequence[CellResult]) -> list[str]:
+    present = {c.column for c in cells if c.column}
+    return [c for c in COLUMN_ORDER if c in present] + sorted(present - set(COLUMN_ORDER))
+
+
+def column_row(cells: Iterable[CellResult], columns: Sequence[str]) -> list[str]:
+    """Each column's verdict over the cells in it (see :func:`column_verdict`), ``-`` if none."""
+    cells = list(cells)
+    verdicts = []
+    for column in columns:
+        members = [c for c in cells if c.column == column]
+        verdicts.append(column_verdict(members) if members else "-")
+    return verdicts
+
+
+def column_verdict(members: Sequence[CellResult]) -> str:
+    """Fail if any member fails, Pass if every member that ran passed, Skip if none ran."""
+    observed = {c.observed for c in members}
+    if "fail" in observed:
+        return "Fail"
+    return "Pass" if "pass" in observed else "Skip"
+
+
+def summary_table(cells: Sequence[CellResult]) -> Table:
+    """Rows are variants, columns the cases' ``column`` labels; a column passes for a variant
+    when every case in it that ran passes (see :func:`column_verdict`)."""
+    columns = columns_of(cells)
+    rows = []
+    for variant in _variants(cells):
+        of_variant = [c for c in cells if c.variant == variant]
+        rows.append([table_label(variant), *column_row(of_variant, columns)])
+    return ["Implementation", *columns], rows
+
+
+def models_table(cells: Sequence[CellResult]) -> Table:
+    """Rows are described models, columns variants: Pass when every cell of the model that
+    ran passed, else the failures by kind (many are expected: each case says which)."""
+    variants = _variants(cells)
+    rows = []
+    for model in sorted({c.model for c in cells if c.model}):
+        row = [model]
+        for variant in variants:
+            ran = [c for c in cells if c.model == model and c.variant == variant]
+            kinds = Counter(c.kind for c in ran if c.observed == "fail")
+            if not kinds:
+                row.append(column_verdict(ran) if ran else "-")
+            else:
+                row.append("Fail: " + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())))
+        rows.append(row)
+    return ["Model", *[table_label(v) for v in variants]], rows
+
+
+def render_text(table: Table) -> str:
+    header, rows = table
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(table: Table) -> str:
+    header, rows = table
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def mismatches(cells: Sequence[CellResult]) -> list[CellResult]:
+    return [c for c in sort_cells(cells) if not c.as_expected]

@@ -1,0 +1,56 @@
+"""A cell's runs: its case resolved by the release (a described model's groups), the fit
+measured, then one fresh scheduler per pool size with the variant installed, all within the
+cell's wall-clock limit. ``matrix.judge`` turns the result into a verdict."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from time import monotonic
+
+from matrix.adapters.protocol import VersionAdapter
+from matrix.case.expansion import Cell
+from matrix.run.fit import measure_fit
+from matrix.run.playback import CellTimeout
+from matrix.run.pools import pool_sizes, run_pool
+from matrix.run.records import CellRun, RunTrace
+from matrix.run.variants import Variant
+
+
+def run_cell(
+    adapter: VersionAdapter,
+    cell: Cell,
+    variant: Variant | None = None,
+    clock: Callable[[], float] = monotonic,
+) -> CellRun:
+    """Runs one cell at every pool size of its case. ``variant`` is the cell's variant when
+    it is not a built-in (a user's, loaded by the run)."""
+    definition = cell.case.definition
+    seconds = definition.limit("seconds")
+    # One deadline for the whole cell: a case that somehow runs for minutes fails saying where
+    # it was, and the session goes on with the next cell.
+    deadline = clock() + seconds
+    slack = definition.fit_slack
+
+    def timed_out(where: str, timeout: CellTimeout) -> str:
+        return f"{cell.test_id} ran past {seconds} s (limits.seconds), {where}, {timeout}"
+
+    try:
+        case = adapter.resolve(definition)
+        fit = measure_fit(adapter, case, deadline, clock)
+    except CellTimeout as timeout:
+        return CellRun(0, slack, (), timeout=timed_out("measuring the fit", timeout))
+    except Exception as error:  # a case vLLM cannot run is a failing cell, not a crash
+        return CellRun(0, slack, (), error=f"{type(error).__name__}: {error}")
+    traces: list[RunTrace] = []
+    for pool in pool_sizes(case, fit):
+        try:
+            traces.append(run_pool(adapter, case, variant or cell.variant, pool, deadline, clock))
+        except CellTimeout as timeout:
+            detail = timed_out(f"pool {pool}", timeout)
+            return CellRun(fit, slack, tuple(traces), timeout=detail, timeout_pool=pool)
+    digest = ""
+    if case.described is not None:
+        groups = case.model_dump_json(include={"groups", "requests"})
+        digest = hashlib.sha256(groups.encode()).hexdigest()[:12]
+    return CellRun(fit, slack, tuple(traces), layout_digest=digest)

@@ -1,0 +1,79 @@
+"""A case's fit: the smallest pool in which each of its requests, alone, runs to completion,
+measured on the stock scheduler in an ample pool (so it depends on what requests allocate,
+not on any reservation rule), once per case content."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from time import monotonic
+
+from matrix.adapters.protocol import VersionAdapter
+from matrix.case.events import RunBound, RunEvent
+from matrix.case.format import CaseFile
+from matrix.run.pools import run_pool
+from matrix.run.records import StepRecord
+
+
+def ample_pool(case: CaseFile) -> int:
+    """A pool in which no request of ``case`` is ever refused for want of blocks."""
+    sizes = [g.tokens_per_block(case.max_model_len) for g in case.groups]
+    # A request never holds more than max_model_len tokens per group; the slack covers Mamba's
+    # speculative state blocks (at most one per speculative token) and the null block.
+    return sum(math.ceil(case.max_model_len / size) + 32 for size in sizes)
+
+
+# Keyed by what the runs read of the case (CaseFile.run_key): its variants share one.
+_fits: dict[str, int] = {}
+
+
+def measure_fit(
+    adapter: VersionAdapter,
+    case: CaseFile,
+    deadline: float = math.inf,
+    clock: Callable[[], float] = monotonic,
+) -> int:
+    """The case's fit: each request's peak usage when it runs alone in an ample pool.
+    Raises ``RuntimeError`` when a request does not finish alone."""
+    key = case.run_key(without=frozenset({"pool", "events"}))
+    if key in _fits:
+        return _fits[key]
+    # Once per case content, like the fit (a failure is never cached, so it fails every cell).
+    check_lookahead(adapter, case)
+    ample = ample_pool(case)
+    fit = 0
+    for request in case.requests:
+        alone = case.model_copy(
+            update={"requests": [request], "events": [RunEvent(run=RunBound())]}
+        )
+        trace = run_pool(adapter, alone, "stock", ample, deadline, clock)
+        if trace.stopped != "finished":
+            why = f": {trace.message}" if trace.message else ""
+            raise RuntimeError(
+                f"request {request.id} does not finish alone in {ample} blocks: it stopped "
+                f"{trace.stopped} after {len(trace.steps)} steps{why}"
+            )
+        fit = max(fit, ample - _least_free(trace.steps))
+    _fits[key] = fit
+    return fit
+
+
+def forget_fits() -> None:
+    """Drops measured fits (for benchmarks that time a cold cell)."""
+    _fits.clear()
+
+
+def _least_free(records: tuple[StepRecord, ...]) -> int:
+    return min(min(r.free_blocks_while_running, r.state.free_blocks) for r in records)
+
+
+def check_lookahead(adapter: VersionAdapter, case: CaseFile) -> None:
+    """A case that states a lookahead must get it from vLLM's own rule for the method."""
+    if case.speculative is None or case.speculative.lookahead is None:
+        return
+    derived = adapter.build(case, ample_pool(case)).geometry().num_lookahead_tokens
+    if derived != case.speculative.lookahead:
+        raise ValueError(
+            f"speculative.lookahead is {case.speculative.lookahead} but vLLM "
+            f"derives {derived} for method {case.speculative.method}"
+        )

@@ -1,0 +1,222 @@
+"""One run of a case's events on one scheduler: steps with snapshots, load completions and
+failures delivered as the worker would, aborts, the block accounting after every step, the
+wall-clock deadline, and the rule that decides a run can never change again ("stuck")."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from time import monotonic
+
+from matrix.adapters.protocol import (
+    FINISHED,
+    LOADING,
+    PREEMPTED,
+    RUNNING,
+    RequestState,
+    SchedulerHandle,
+    SchedulerState,
+    StepOutcome,
+)
+from matrix.case.events import (
+    AbortEvent,
+    CompleteLoadEvent,
+    Event,
+    FailLoadEvent,
+    RunBound,
+    RunEvent,
+    StateExpectation,
+    StateName,
+    StepEvent,
+)
+from matrix.case.format import CaseFile
+from matrix.run.records import StepRecord, StopReason
+
+# A state unchanged over this many steps with nothing scheduled will never change again.
+STUCK_AFTER = 2
+# Engine steps after the last request finished within which every block must be back.
+SETTLE_STEPS = 4
+
+
+class CellTimeout(Exception):
+    """A cell ran past its wall-clock limit (``limits.seconds``); carries the last state."""
+
+    def __init__(self, step: int, state: SchedulerState) -> None:
+        requests = ", ".join(
+            f"{r.request_id} {state_name(r)} ({r.num_computed_tokens} tokens computed)"
+            for r in state.requests
+        )
+        super().__init__(
+            f"at step {step}: {requests}; {state.free_blocks} blocks free, "
+            f"{state.reserved_blocks} reserved"
+        )
+
+
+@dataclass
+class Playback:
+    """One run of a case's events on one scheduler, and what it has recorded so far."""
+
+    handle: SchedulerHandle
+    case: CaseFile
+    records: list[StepRecord] = field(default_factory=list)
+    completions_requested: set[str] = field(default_factory=set)
+    failures_requested: set[str] = field(default_factory=set)
+    # During ``run``: each request's load completes so many steps after its admission.
+    completion_delays: dict[str, int] = field(default_factory=dict)
+    admitted_at: dict[str, int] = field(default_factory=dict)
+    # Aborted while loading: its blocks are freed once the worker reports the transfer.
+    orphaned_loads: set[str] = field(default_factory=set)
+    leak: str = ""  # the first block accounting violation
+    deadline: float = math.inf  # on ``clock``; checked after every step
+    clock: Callable[[], float] = monotonic  # injected by tests that need time to pass
+    # The state before the first step, read once: the checks before a run's first step ask for
+    # it several times, and reading it costs as much as a step's own bookkeeping.
+    _before_first_step: SchedulerState | None = None
+
+    def state(self) -> SchedulerState:
+        if self.records:
+            return self.records[-1].state
+        if self._before_first_step is None:
+            self._before_first_step = self.handle.state()
+        return self._before_first_step
+
+    def _unreported_loads(self) -> set[str]:
+        loading = {
+            r.request_id
+            for r in self.state().requests
+            if r.status == LOADING and not r.load_reported_done
+        }
+        reported = {r.request_id for r in self.state().requests if r.load_reported_done}
+        return loading | (self.orphaned_loads - reported)
+
+    def _deliverable(self) -> set[str]:
+        """Requested completions of loads in flight that the connector has not reported yet."""
+        next_step = len(self.records) + 1
+        due = {
+            request_id
+            for request_id, delay in self.completion_delays.items()
+            if request_id in self.admitted_at and self.admitted_at[request_id] + delay <= next_step
+        }
+        return self._unreported_loads() & (self.completions_requested | due)
+
+    def _failing(self) -> frozenset[str]:
+        return frozenset(self._unreported_loads() & self.failures_requested)
+
+    def step(self, record: bool = True) -> None:
+        failing = self._failing()
+        outcome = self.handle.step(self._deliverable() - failing, failing)
+        state = self.handle.state()
+        self._before_first_step = None  # a step, recorded or not, moves the scheduler on
+        step = len(self.records) + 1
+        for request in state.requests:
+            if request.status == LOADING:
+                self.admitted_at.setdefault(request.request_id, step)
+        if record:
+            scheduled = tuple(sorted(outcome.scheduled_tokens.items()))
+            self.records.append(
+                StepRecord(step, scheduled, state, outcome.free_blocks_while_running)
+            )
+        self._check_blocks(step, outcome)
+        if self.clock() > self.deadline:
+            raise CellTimeout(step, state)
+
+    def _check_blocks(self, step: int, outcome: StepOutcome) -> None:
+        if not self.leak:
+            involved = sorted(outcome.scheduled_tokens) or None
+            self.leak = self.handle.accounting().unbalanced(f"after step {step}", involved) or ""
+
+    def abort(self, request_ids: list[str]) -> None:
+        by_id = {r.request_id: r for r in self.state().requests}
+        self.orphaned_loads |= {
+            request_id
+            for request_id in request_ids
+            if by_id[request_id].status == LOADING and not by_id[request_id].load_reported_done
+        }
+        self.handle.abort(request_ids)
+        self._before_first_step = None  # an abort before any step changes it
+
+    def all_finished(self) -> bool:
+        finished = all(r.status == FINISHED for r in self.state().requests)
+        return finished and not (self.orphaned_loads & self._unreported_loads())
+
+    def stuck(self) -> bool:
+        if len(self.records) <= STUCK_AFTER:
+            return False
+        # The records first: they differ on almost every step of a run that makes progress.
+        recent = self.records[-(STUCK_AFTER + 1) :]
+        if not all(not r.scheduled and r.state == recent[0].state for r in recent):
+            return False
+        return not (self._deliverable() or self._failing())
+
+    def run(self, bound: RunBound) -> StopReason:
+        """Steps until done or stuck; the remote side completes each load its
+        ``complete_load_after`` steps after admission."""
+        for request in self.case.requests:
+            self.completion_delays.setdefault(request.id, request.complete_load_after)
+        for _ in range(bound.max_steps):
+            if self.all_finished():
+                return self.settle()
+            self.step()
+            if self.stuck():
+                return "stuck"
+        return self.settle() if self.all_finished() else "step_bound"
+
+    def settle(self) -> StopReason:
+        """Every request finished: let batches in flight and deferred frees land (unrecorded,
+        so step counts are the requests'), then every block must be free again."""
+        for _ in range(SETTLE_STEPS):
+            if self.handle.settled():
+                break
+            self.step(record=False)
+        if not self.leak:
+            self.leak = self.handle.accounting().not_all_free() or ""
+        return "finished"
+
+
+def state_name(request: RequestState) -> StateName:
+    """A request's state in the words of a step's ``expect``."""
+    if request.status == FINISHED:
+        return "finished"
+    if request.status == RUNNING:
+        return "running"
+    if request.status == PREEMPTED:
+        return "preempted"
+    if request.load_reported_done:
+        return "loaded"
+    return "loading" if request.status == LOADING else "waiting"
+
+
+def unmet_expectation(expect: StateExpectation, state: SchedulerState, step: int) -> str | None:
+    by_id = {r.request_id: r for r in state.requests}
+    for wanted, request_ids in expect.by_state().items():
+        for request_id in request_ids:
+            actual = state_name(by_id[request_id])
+            if actual != wanted:
+                return f"after step {step}: {request_id} is {actual}, expected {wanted}"
+    return None
+
+
+def play(playback: Playback, events: list[Event]) -> tuple[StopReason, str]:
+    """Plays the events; returns how the run stopped and the first unmet expectation, if any.
+
+    An unmet expectation does not stop the run: playing on shows whether the scheduler
+    then stalls, which matters more than the expectation."""
+    unmet = ""
+    for event in events:
+        if isinstance(event, CompleteLoadEvent):
+            playback.completions_requested |= set(event.complete_load)
+        elif isinstance(event, FailLoadEvent):
+            playback.failures_requested |= set(event.fail_load)
+        elif isinstance(event, AbortEvent):
+            playback.abort(event.abort)
+        elif isinstance(event, StepEvent):
+            for _ in range(event.step):
+                playback.step()
+            if event.expect is not None and not unmet:
+                step = len(playback.records)
+                unmet = unmet_expectation(event.expect, playback.state(), step) or ""
+    # The schema allows a run only as the last event; without one, the run still ends
+    # with a run, so every case is judged on whether its requests finish.
+    last = events[-1] if events else None
+    return playback.run(last.run if isinstance(last, RunEvent) else RunBound()), unmet

@@ -1,0 +1,57 @@
+"""One run of a case at one pool size under one variant, and the pool sizes a case sweeps."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from time import monotonic
+
+from matrix.adapters.protocol import VersionAdapter
+from matrix.case.format import CaseFile
+from matrix.case.model import FitSweep
+from matrix.run.playback import CellTimeout, Playback, play
+from matrix.run.records import RunTrace
+from matrix.run.variants import VARIANTS, Variant
+
+
+def run_pool(
+    adapter: VersionAdapter,
+    case: CaseFile,
+    variant: Variant | str,
+    pool: int,
+    deadline: float = math.inf,
+    clock: Callable[[], float] = monotonic,
+) -> RunTrace:
+    """A fresh scheduler of ``pool`` blocks, ``variant`` (a built-in's name or any
+    :class:`Variant`) installed on it, the requests added and the case's events played.
+    vLLM raising is a trace that stopped with ``error``; a passed deadline raises
+    :class:`CellTimeout`."""
+    rule = VARIANTS[variant] if isinstance(variant, str) else variant
+    playback: Playback | None = None
+    try:
+        handle = adapter.build(case, pool)
+        rule.apply(handle)
+        for request in case.requests:
+            handle.add_request(request)
+        playback = Playback(handle, case, deadline=deadline, clock=clock)
+        stopped, unmet = play(playback, list(case.events))
+        return RunTrace(
+            pool, tuple(playback.records), stopped, unmet_expectation=unmet, leak=playback.leak
+        )
+    except CellTimeout:
+        raise
+    except Exception as error:  # vLLM raising is an outcome to report, not a crash
+        records = tuple(playback.records) if playback else ()
+        leak = playback.leak if playback else ""
+        return RunTrace(pool, records, "error", f"{type(error).__name__}: {error}", leak=leak)
+
+
+def pool_sizes(case: CaseFile, fit: int | None = None) -> list[int]:
+    """The pools a case runs at; a sweep relative to the fit needs the fit."""
+    if isinstance(case.pool, int):
+        return [case.pool]
+    if isinstance(case.pool, FitSweep):
+        if fit is None:
+            raise ValueError("a pool sweep relative to the fit needs the fit")
+        return list(range(max(2, fit - case.pool.below), fit + case.pool.above + 1))
+    return list(range(case.pool.start, case.pool.stop + 1))

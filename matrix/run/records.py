@@ -1,0 +1,52 @@
+"""What runs produce, as plain data: a snapshot per step, a run's trace at one pool size, and
+a cell's runs over its pool sizes. ``matrix.judge`` reads these alone, without vLLM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from matrix.adapters.protocol import SchedulerState
+
+# How a run stopped: every request finished, nothing could change any more, the step bound
+# was reached, or vLLM raised.
+StopReason = Literal["finished", "stuck", "step_bound", "error"]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """The scheduler after one step: what was scheduled, its state, and the free blocks while
+    the batch ran (where usage peaks)."""
+
+    step: int
+    scheduled: tuple[tuple[str, int], ...]
+    state: SchedulerState
+    free_blocks_while_running: int
+
+
+@dataclass(frozen=True)
+class RunTrace:
+    """Everything one run (one pool size) produced."""
+
+    pool: int
+    steps: tuple[StepRecord, ...]
+    stopped: StopReason
+    message: str = ""  # the error, when stopped is "error"
+    unmet_expectation: str = ""  # the first step expectation that did not hold
+    leak: str = ""  # the first block accounting violation
+
+
+@dataclass(frozen=True)
+class CellRun:
+    """A cell's runs: the case's fit and a trace per pool size swept, or why they stopped
+    short (the case could not run at all, or the cell ran past its wall-clock limit)."""
+
+    fit: int  # the smallest pool in which every request, alone, runs to completion
+    fit_slack: int  # blocks of over-reservation the case tolerates (CaseFile.fit_slack)
+    traces: tuple[RunTrace, ...]
+    error: str = ""  # the case could not run (vLLM raised before any pool ran)
+    timeout: str = ""  # where the cell's deadline passed, and the last state
+    timeout_pool: int | None = None  # the pool running when it passed, if one was
+    # Identifies the layout a described model ran with on this release (its derived groups), so
+    # cells of releases that derive different layouts are never compared as equals.
+    layout_digest: str = ""

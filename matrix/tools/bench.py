@@ -1,0 +1,166 @@
+"""``python -m matrix bench``: figures, not pass/fail. Prints the one-off import time, cells per
+second over the shipped cases, and the harness overhead ratio: one cell through the framework
+against the same scenario driven by a minimal hand-written loop, in the same process. The
+framework's extra work is the fit measurement (once per case), a snapshot per step, and the two
+idle steps it waits before calling a run stuck."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from matrix.case.expansion import Cell, case_files, cells_from_file
+from matrix.installed import installed_vllm_version
+from matrix.judge.verdict import Verdict, judge_run
+from matrix.releases import shipped_variant
+from matrix.run.cell import run_cell
+from matrix.run.fit import forget_fits
+from matrix.run.pools import pool_sizes
+
+BENCH_CELL = "single_group[k=3]-stock"
+
+
+def import_seconds() -> float:
+    """Seconds a fresh process takes to import vLLM's scheduler and select an adapter."""
+    code = (
+        "import time; t = time.perf_counter(); "
+        "from matrix.adapters.selection import select_adapter; select_adapter(); "
+        "print(time.perf_counter() - t)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def direct_loop(cell: Cell, pools: list[int]) -> list[bool]:
+    """The scenario driven the shortest way: real scheduler, async loads completed a step after
+    admission, steps until done or idle. No snapshots, no variants, no verdict. Returns, per
+    pool, whether every request finished."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, resolve_kv_cache_block_sizes
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.outputs import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
+    from vllm.v1.request import Request, RequestStatus
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    from matrix.adapters.config import kv_cache_config_for, vllm_config_for
+
+    case = cell.case.definition
+    spec_tokens = case.speculative.num_tokens if case.speculative else 0
+    finished = []
+    for pool in pools:
+        # The same configs as the harness: building them is not what the ratio measures.
+        config = vllm_config_for(case, pool)
+        kv = kv_cache_config_for(case, pool)
+        block_size, hash_size = resolve_kv_cache_block_sizes(kv, config)
+        scheduler: Any = Scheduler(
+            config,
+            kv,
+            StructuredOutputManager(config),
+            block_size=block_size,
+            hash_block_size=hash_size,
+        )
+        for spec in case.requests:
+            params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True)
+            params.extra_args = {
+                "kv_transfer_params": {
+                    "do_remote_prefill": True,
+                    "remote_engine_id": "p",
+                    "remote_request_id": spec.id,
+                    "remote_block_ids": [0],
+                    "remote_host": "h",
+                    "remote_port": 1,
+                }
+            }
+            scheduler.add_request(
+                Request(
+                    spec.id,
+                    list(range(1, spec.prompt_tokens() + 1)),
+                    params,
+                    None,
+                    block_hasher=get_request_block_hasher(hash_size, sha256),
+                )
+            )
+        # Like the harness: a load admitted in one step is reported finished in the next.
+        report: set[str] = set()
+        reported: set[str] = set()
+        for _ in range(200):
+            output = scheduler.schedule()
+            ids = list(output.num_scheduled_tokens)
+            scheduler.update_from_output(
+                output,
+                ModelRunnerOutput(
+                    req_ids=ids,
+                    req_id_to_index={r: i for i, r in enumerate(ids)},
+                    sampled_token_ids=[
+                        [7] * (1 + len(output.scheduled_spec_decode_tokens.get(r, ()))) for r in ids
+                    ],
+                    kv_connector_output=KVConnectorOutput(finished_recving=report),
+                ),
+            )
+            just_reported, reported = report, reported | report
+            loading = RequestStatus.WAITING_FOR_REMOTE_KVS
+            report = {r for r, q in scheduler.requests.items() if q.status == loading} - reported
+            if scheduler.running and spec_tokens:
+                running = [r.request_id for r in scheduler.running]
+                scheduler.update_draft_token_ids(
+                    DraftTokenIds(running, [[9] * spec_tokens] * len(running))
+                )
+            if not scheduler.requests or not (ids or report or just_reported):
+                break
+        finished.append(not scheduler.requests)
+    return finished
+
+
+def framework_cell(adapter: Any, cell: Cell) -> Verdict:
+    """A cell the way the plugin runs it: its runs, then its verdict."""
+    return judge_run(run_cell(adapter, cell))
+
+
+def main(case_dir: Path) -> int:
+    """Prints the figures; 0."""
+    from matrix.adapters.selection import select_adapter
+
+    print(f"one-off import (vLLM scheduler + adapter, fresh process): {import_seconds():.2f} s")
+    adapter = select_adapter()
+    ships = shipped_variant(installed_vllm_version())
+    cells = [c for path in case_files(case_dir) for c in cells_from_file(path, ships)]
+    framework_cell(adapter, cells[0])  # warm the config cache and vLLM's lazy imports
+    forget_fits()
+    started = time.perf_counter()
+    runs = 0
+    for cell in cells:
+        runs += len(framework_cell(adapter, cell).outcomes)  # one per pool size
+    elapsed = time.perf_counter() - started
+    print(
+        f"cells: {len(cells)} ({runs} scheduler runs) in {elapsed:.2f} s = "
+        f"{len(cells) / elapsed:.1f} cells/s, {runs / elapsed:.0f} runs/s"
+    )
+
+    cell = next(c for c in cells if c.test_id == BENCH_CELL)
+    pools = pool_sizes(cell.case.definition)
+    repeats = 5
+    cold = warm = direct = 0.0
+    for _ in range(repeats):
+        forget_fits()
+        started = time.perf_counter()
+        framework_cell(adapter, cell)  # measures the fit first
+        cold += time.perf_counter() - started
+        started = time.perf_counter()
+        framework_cell(adapter, cell)  # the fit is cached, as for a case's other variants
+        warm += time.perf_counter() - started
+        started = time.perf_counter()
+        direct_loop(cell, pools)
+        direct += time.perf_counter() - started
+    print(
+        f"{BENCH_CELL} over {len(pools)} pool sizes, mean of {repeats}: "
+        f"minimal loop {direct / repeats * 1000:.1f} ms; framework {cold / repeats * 1000:.1f} ms "
+        f"measuring the fit (ratio {cold / direct:.2f}), {warm / repeats * 1000:.1f} ms with it "
+        f"cached (ratio {warm / direct:.2f})"
+    )
+    return 0

@@ -1,0 +1,94 @@
+"""``python -m matrix show-layout <model>``: the KV cache groups the installed vLLM derives for a
+described model, as a table or as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from matrix.case.format import CaseFile
+from matrix.case.loading import CaseFileError, read_description
+from matrix.case.model import description_path, shipped_descriptions
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="a shipped model's name, or a model description file")
+    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
+    parser.add_argument("--mamba-mode", choices=["none", "align"], default="none")
+    parser.add_argument("--spec-tokens", type=int, default=0, help="EAGLE speculative tokens")
+    parser.add_argument("--block-size", type=int, default=None, help="the user's --block-size")
+    parser.add_argument("--max-model-len", type=int, default=4096)
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _case(options: argparse.Namespace) -> CaseFile:
+    given = Path(options.model)
+    path = given if given.suffix == ".yaml" else description_path(options.model, None)
+    if path is None or not path.is_file():
+        known = ", ".join(shipped_descriptions())
+        raise ValueError(f"no model '{options.model}' (shipped: {known}; or give a .yaml file)")
+    layout: dict[str, Any] = {"tp": options.tp, "mamba_mode": options.mamba_mode}
+    if options.block_size is not None:
+        layout["block_size"] = options.block_size
+    k = options.spec_tokens
+    return CaseFile.model_validate(
+        {
+            "name": "show-layout",
+            "model": path.stem,
+            "described": read_description(path),
+            "layout": layout,
+            "max_model_len": options.max_model_len,
+            "speculative": {"method": "eagle", "num_tokens": k} if k else None,
+            "pool": 2,
+            "requests": [{"id": "a", "prompt": 1}],
+        }
+    )
+
+
+def derived(options: argparse.Namespace) -> dict[str, Any]:
+    """The layout report; raises ValueError, CaseFileError or a LayoutError with the reason."""
+    case = _case(options)
+    from matrix.adapters.selection import select_adapter
+    from matrix.installed import installed_vllm_version
+
+    select_adapter()  # vLLM's start-up switches, and a release the adapters drive
+    from matrix.adapters.config import layout_for, scheduler_block_sizes
+
+    layout = layout_for(case)
+    scheduler_block, hash_block = scheduler_block_sizes(case)
+    return {
+        "model": case.model,
+        "vllm_version": installed_vllm_version(),
+        "groups": [asdict(g) for g in layout.groups],
+        "scheduler_block_size": scheduler_block,
+        "hash_block_size": hash_block,
+    }
+
+
+def main(options: argparse.Namespace) -> int:
+    try:
+        report = derived(options)
+    except (ValueError, CaseFileError) as error:
+        print(f"matrix show-layout: {error}".splitlines()[0])
+        return 2
+    except Exception as error:  # a LayoutError or UnsupportedRelease: one line, not a traceback
+        print(f"matrix show-layout: {type(error).__name__}: {error}".splitlines()[0])
+        return 2
+    if options.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{report['model']} on vLLM {report['vllm_version']}: {len(report['groups'])} groups")
+    for index, group in enumerate(report["groups"]):
+        extra = f", window {group['window']}" if group["window"] else ""
+        mode = f", mamba_mode {group['mamba_mode']}" if group["mamba_mode"] else ""
+        print(
+            f"  {index}: {group['kind']}, {group['layers']} layers, "
+            f"block {group['block_size']} tokens{extra}{mode}"
+        )
+    print(
+        f"scheduler block {report['scheduler_block_size']}, hash block {report['hash_block_size']}"
+    )
+    return 0
