@@ -9,5 +9,9 @@ for variable, value in {
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
     "VLLM_LOGGING_LEVEL": "ERROR",
+    # Fixed now, before pytester points HOME at each test's folder: vLLM inspects a model
+    # architecture once per cache root (seconds), and a pytest run in a subprocess would
+    # otherwise start with an empty one.
+    "VLLM_CACHE_ROOT": os.path.join(os.path.expanduser("~"), ".cache", "vllm"),
 }.items():
     os.environ.setdefault(variable, value)

@@ -96,6 +96,11 @@ def _explore_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
         help="Hypothesis's example database, per release and variants (--no-database: none)",
     )
     explore.add_argument("--no-database", action="store_true")
+    explore.add_argument(
+        "--tightness",
+        action="store_true",
+        help="also scan each scenario's over-reservation (pools above its fit; slower)",
+    )
 
 
 def _explore(options: argparse.Namespace) -> int:
@@ -119,6 +124,7 @@ def _explore(options: argparse.Namespace) -> int:
             options.out,
             database,
             options.fit_slack,
+            options.tightness,
         )
     )
 

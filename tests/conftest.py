@@ -5,12 +5,50 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import HAVE_VLLM, WriteCase
+from tests.helpers import HAVE_VLLM, TWO_GROUP_CASE, WriteCase, verdict_of
 
 pytest_plugins = ["pytester"]
 # Malformed case files that tests feed to the loader; never cases of this suite's own run
 # (a folder named on the command line collects the case files under it).
 collect_ignore = ["corpus"]
+
+# Cells of each shape the in-process runs use: synchronous and asynchronous, EAGLE and ngram,
+# sliding window, Mamba and a described model, so that every vLLM module a run imports is
+# imported before one.
+WARM_CASE = """\
+name: warm
+groups:
+  - {kind: full, block_size: 4}
+  - {kind: sliding_window, block_size: 4, window: 8}
+speculative: {method: eagle, num_tokens: 1}
+pool: 24
+requests:
+  - {id: a, prompt: 16}
+variants: [stock, fixed]
+matrix:
+  method: {path: speculative.method, values: [eagle, ngram]}
+  sched: {path: engine.async_scheduling, values: [false, true]}
+"""
+WARM_MAMBA = """\
+name: warm_mamba
+groups:
+  - {kind: full, block_size: 4}
+  - {kind: mamba, block_size: 4, mamba_mode: align}
+pool: 24
+requests:
+  - {id: a, prompt: 16}
+variants: [stock]
+"""
+WARM_MODEL = """\
+name: warm_model
+model: llama-3.1-8b
+max_model_len: 256
+pool: {below: 0, above: 0}
+requests:
+  - {id: a, prompt: {blocks: 2}}
+variants: [stock]
+"""
+WARM = {"warm": WARM_CASE, "warm_mamba": WARM_MAMBA, "warm_model": WARM_MODEL}
 
 
 @pytest.fixture
@@ -30,3 +68,25 @@ def adapter() -> Any:
     from matrix.adapters.selection import select_adapter
 
     return select_adapter()
+
+
+@pytest.fixture(scope="session")
+def warm_vllm(adapter: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """vLLM imported and cells of every shape run in this process. pytester's in-process runs
+    drop the modules they imported when they end, and vLLM's registers torch operators, which
+    a second import would register twice: a run that imports nothing new is safe."""
+    from matrix.case.expansion import cells_from_file
+
+    folder = tmp_path_factory.mktemp("warm")
+    for name, text in {**WARM, "two": TWO_GROUP_CASE}.items():
+        (folder / f"{name}.yaml").write_text(text)
+        for cell in cells_from_file(folder / f"{name}.yaml"):
+            if not adapter.unsupported(cell.case.definition):
+                verdict_of(adapter, cell)
+
+
+@pytest.fixture
+def inline(pytester: pytest.Pytester, warm_vllm: None) -> pytest.Pytester:
+    """A pytester for ``runpytest_inprocess`` runs of the matrix (a second or so each, where a
+    subprocess pays vLLM's import again)."""
+    return pytester

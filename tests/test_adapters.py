@@ -83,10 +83,10 @@ variants: [stock, fixed]
 
 
 @needs_vllm
-def test_a_mamba_mode_the_release_lacks_skips_the_case(pytester: pytest.Pytester) -> None:
+def test_a_mamba_mode_the_release_lacks_skips_the_case(inline: pytest.Pytester) -> None:
     """Mode "all" exists in 0.30 and 0.31 only: later releases skip the case, naming it."""
-    pytester.makefile(".yaml", case=MAMBA_ALL)
-    result = pytester.runpytest_subprocess("case.yaml", "-rs")
+    inline.makefile(".yaml", case=MAMBA_ALL)
+    result = inline.runpytest_inprocess("case.yaml", "-rs")
     if shipped_variant(installed_vllm_version()) in ("none", "original"):
         result.assert_outcomes(passed=2)
     else:
@@ -101,20 +101,19 @@ def test_a_mamba_mode_the_release_lacks_skips_the_case(pytester: pytest.Pytester
 
 @needs_vllm
 def test_cells_skip_with_the_reason_when_the_release_cannot_be_driven(
-    pytester: pytest.Pytester,
+    inline: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A release without what the adapter drives: every cell skips, naming it, and the report
     says so; nothing fails with an AttributeError."""
-    pytester.makeconftest(
-        "from vllm.v1.core.sched.scheduler import Scheduler\n"
-        "del Scheduler._inflight_prefill_reserved_blocks\n"
-    )
-    pytester.makefile(
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    monkeypatch.delattr(Scheduler, "_inflight_prefill_reserved_blocks")
+    inline.makefile(
         ".yaml",
         case="name: c\ngroups:\n  - {kind: full, block_size: 4}\n"
         "pool: 40\nrequests:\n  - {id: a, prompt: 8}\nvariants: [stock, fixed]\n",
     )
-    result = pytester.runpytest_subprocess("case.yaml", "-rs", "-n", "2", "--matrix-report=r.json")
+    result = inline.runpytest_inprocess("case.yaml", "-rs", "--matrix-report=r.json")
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(
         ["SKIPPED [[]2[]] case.yaml:1: vLLM * lacks what the 0.3* adapter drives: Scheduler._inf*"]
@@ -122,5 +121,5 @@ def test_cells_skip_with_the_reason_when_the_release_cannot_be_driven(
     assert "AttributeError" not in result.stdout.str()
     import json
 
-    cells = json.loads((pytester.path / "r.json").read_text())["cells"]
+    cells = json.loads((inline.path / "r.json").read_text())["cells"]
     assert {(c["variant"], c["observed"]) for c in cells} == {("stock", "skip"), ("fixed", "skip")}

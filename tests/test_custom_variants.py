@@ -113,12 +113,12 @@ def test_a_case_that_lists_its_variants_runs_only_those(write_case: WriteCase) -
 
 @needs_vllm
 def test_a_variant_from_a_temporary_folder_is_in_the_tables_and_json(
-    pytester: pytest.Pytester, module: Path
+    inline: pytest.Pytester, module: Path
 ) -> None:
-    (pytester.path / "cases").mkdir()
-    (pytester.path / "cases" / "small.yaml").write_text(CASE)
-    pytester.makefile(".ini", pytest="[pytest]\nmatrix_cases = cases\n")
-    result = pytester.runpytest_subprocess(
+    (inline.path / "cases").mkdir()
+    (inline.path / "cases" / "small.yaml").write_text(CASE)
+    inline.makefile(".ini", pytest="[pytest]\nmatrix_cases = cases\n")
+    result = inline.runpytest_inprocess(
         "-p",
         "no:cacheprovider",
         f"--matrix-variant={module}:MINE",
@@ -132,19 +132,19 @@ def test_a_variant_from_a_temporary_folder_is_in_the_tables_and_json(
     # After the built-ins, a user's variants come in name order, in every table.
     result.stdout.fnmatch_lines(["*This fix*Pass*", "greedy*Fail*", "mine*Pass*"])
     result.stdout.fnmatch_lines(["case*fixed*greedy*mine*", "small*pass*FAIL not_admitted*pass*"])
-    cells = json.loads((pytester.path / "r.json").read_text())["cells"]
+    cells = json.loads((inline.path / "r.json").read_text())["cells"]
     by_variant = {c["variant"]: c for c in cells}
     assert by_variant["mine"]["observed"] == "pass"
     assert by_variant["greedy"]["kind"] == "not_admitted" and by_variant["greedy"]["as_expected"]
     # The renamed fix is the fix: the same verdict, fit and diagnosis.
     fields = ("observed", "kind", "fit", "failing_pools", "detail")
     assert [by_variant["mine"][f] for f in fields] == [by_variant["fixed"][f] for f in fields]
-    assert "| mine | Pass |" in (pytester.path / "r.md").read_text()
+    assert "| mine | Pass |" in (inline.path / "r.md").read_text()
 
 
 @needs_vllm
 def test_a_bad_variant_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("--matrix-variant=nowhere:X")
+    result = pytester.runpytest_inprocess("--matrix-variant=nowhere:X")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--matrix-variant: nowhere:X: cannot load*"])
 

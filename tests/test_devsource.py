@@ -110,15 +110,23 @@ PER_GROUP_MARGIN = """\
 ORIGINAL_MARGIN = (
     "        self._spec_decode_step_blocks = cdiv(num_spec_decode_tokens, self.block_size)\n"
 )
-SELECTED = ["cases/multiple_groups.yaml", "-m", "stock"]
+SELECTED = ["cases/multiple_groups.yaml", "-m", "stock or fixed"]
 
 
 def copy_as_checkout(root: Path) -> Path:
-    """The installed vLLM's Python files (a source checkout has nothing compiled)."""
+    """The installed vLLM's Python files (a source checkout has no compiled extensions). Their
+    bytecode caches come along, valid for the copies (same times and sizes), so the runs do
+    not compile vLLM again."""
     installed = Path(metadata.distribution("vllm").locate_file("vllm"))
 
     def not_python(directory: str, names: list[str]) -> list[str]:
-        return [n for n in names if not n.endswith(".py") and not Path(directory, n).is_dir()]
+        cache = Path(directory).name == "__pycache__"
+        return [
+            n
+            for n in names
+            if not (n.endswith(".py") or (cache and n.endswith(".pyc")))
+            and not Path(directory, n).is_dir()
+        ]
 
     shutil.copytree(installed, root / "vllm", ignore=not_python)
     return root
@@ -142,7 +150,7 @@ def overlay_env(root: Path) -> Path:
     return python
 
 
-def run_matrix(python: Path | str, report: Path) -> dict[str, Any]:
+def run_matrix(python: Path, report: Path) -> dict[str, Any]:
     subprocess.run(
         [python, "-m", "pytest", *SELECTED, "-p", "no:cacheprovider", f"--matrix-report={report}"],
         cwd=REPO,
@@ -154,7 +162,7 @@ def run_matrix(python: Path | str, report: Path) -> dict[str, Any]:
 
 
 @needs_vllm
-def test_a_checkout_runs_as_the_env_s_vllm(tmp_path: Path) -> None:
+def test_a_checkout_runs_as_the_env_s_vllm(tmp_path: Path, inline: pytest.Pytester) -> None:
     from matrix.installed import installed_vllm_version
     from matrix.releases import shipped_variant
 
@@ -162,8 +170,12 @@ def test_a_checkout_runs_as_the_env_s_vllm(tmp_path: Path) -> None:
         pytest.skip("changes the per-group margin, which 0.32 and later ship")
     python = overlay_env(tmp_path / "env")
     checkout = copy_as_checkout(tmp_path / "checkout")
-    release = run_matrix(sys.executable, tmp_path / "release.json")
+    selected = [str(REPO / SELECTED[0]), *SELECTED[1:]]
+    inline.runpytest_inprocess(*selected, "-p", "no:cacheprovider", "--matrix-report=r.json")
+    release = json.loads((inline.path / "r.json").read_text())
 
+    scheduler = checkout / "vllm" / "v1" / "core" / "sched" / "scheduler.py"
+    scheduler.write_text(replaced(scheduler.read_text(), (PER_GROUP_MARGIN, ORIGINAL_MARGIN)))
     installed = subprocess.run(
         [python, "-m", "matrix.tools.devsource", str(checkout)],
         cwd=REPO,
@@ -171,20 +183,23 @@ def test_a_checkout_runs_as_the_env_s_vllm(tmp_path: Path) -> None:
         text=True,
     )
     assert installed.returncode == 0, installed.stderr
-    unchanged = run_matrix(python, tmp_path / "unchanged.json")
-    assert unchanged["source"] == {
+    changed = run_matrix(python, tmp_path / "changed.json")
+    assert changed["source"] == {
         "path": str(checkout),
         "kind": "checkout",
         "commit": None,
         "dirty": None,
     }
-    assert unchanged["vllm_version"] == release["vllm_version"]
-    assert unchanged["cells"] == release["cells"] and len(release["cells"]) == 4
-
-    scheduler = checkout / "vllm" / "v1" / "core" / "sched" / "scheduler.py"
-    scheduler.write_text(replaced(scheduler.read_text(), (PER_GROUP_MARGIN, ORIGINAL_MARGIN)))
-    changed = run_matrix(python, tmp_path / "changed.json")
-    stock = {c["case"]: (c["observed"], c["kind"], c["as_expected"]) for c in changed["cells"]}
+    assert changed["vllm_version"] == release["vllm_version"]
+    # The fix patched in replaces the stock margin on the instance: the checkout is driven
+    # exactly as the release it was copied from.
+    fixed = [c for c in changed["cells"] if c["variant"] == "fixed"]
+    assert fixed == [c for c in release["cells"] if c["variant"] == "fixed"] and len(fixed) == 4
+    stock = {
+        c["case"]: (c["observed"], c["kind"], c["as_expected"])
+        for c in changed["cells"]
+        if c["variant"] == "stock"
+    }
     # 0.31's margin is one group's: with two groups the stalls are back, against stock's
     # expectation (the fix's), and the full + full layout stalls too.
     assert stock["multiple_groups[k=1,layout=full+full]"] == ("fail", "stall", False)
@@ -230,8 +245,8 @@ def test_matrix_cases_runs_the_shipped_cases_anywhere(pytester: pytest.Pytester)
     (pytester.path / "mine" / "one.yaml").write_text(
         (REPO / "README.md").read_text().split("```yaml\n")[1].split("```")[0]
     )
-    shipped = pytester.runpytest_subprocess("--matrix-cases", "--collect-only", "-q")
+    shipped = pytester.runpytest_inprocess("--matrix-cases", "--collect-only", "-q")
     ids = shipped.stdout.str()
     assert "single_group.yaml::single_group[k=1]-stock" in ids and "hybrid_swa" not in ids
-    both = pytester.runpytest_subprocess("--matrix-cases", "mine", "--collect-only", "-q")
+    both = pytester.runpytest_inprocess("--matrix-cases", "mine", "--collect-only", "-q")
     assert "hybrid_swa" in both.stdout.str() and "single_group[k=1]-stock" in both.stdout.str()

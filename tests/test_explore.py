@@ -5,16 +5,13 @@ file, and ``pytest FILE`` reproduces it: same kind, same failing pools."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from matrix.__main__ import main
-from tests.helpers import REPO, needs_vllm
+from tests.helpers import needs_vllm
 
 SEED = 0  # with 30 examples, finds the stall on 0.31 (stock) and on 0.33 (original)
 EXAMPLES = "30"
@@ -34,37 +31,21 @@ def explore(out: Path, variant: str, *more: str) -> tuple[int, str]:
     return code, variant
 
 
-def reproduced(case: Path, report: Path) -> dict[str, Any]:
-    """The case run by pytest in a fresh process, as the JSON report's only cell."""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(case),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--matrix-report={report}",
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    cells: list[dict[str, Any]] = json.loads(report.read_text())["cells"]
+def reproduced(case: Path, inline: pytest.Pytester) -> dict[str, Any]:
+    """The case run by pytest, as the JSON report's only cell."""
+    inline.runpytest_inprocess(str(case), "-q", "-p", "no:cacheprovider", "--matrix-report=r.json")
+    cells: list[dict[str, Any]] = json.loads((inline.path / "r.json").read_text())["cells"]
     assert len(cells) == 1
     return cells[0]
 
 
 @needs_vllm
 def test_explore_finds_the_multiple_groups_stall_and_pytest_reproduces_it(
-    tmp_path: Path, adapter: Any, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, inline: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, variant = explore(tmp_path / "found", original_margin())
+    code, variant = explore(
+        tmp_path / "found", original_margin(), "--seed", str(SEED), "--no-database", "--tightness"
+    )
     assert code == 1  # failures found
     out = capsys.readouterr().out
     case = tmp_path / "found" / f"found_{variant}_stall_multiple_groups.yaml"
@@ -73,7 +54,7 @@ def test_explore_finds_the_multiple_groups_stall_and_pytest_reproduces_it(
     written = case.read_text()
     assert f"variants: [{variant}]" in written
     failing = written.split("stall at pools ", 1)[1].split(" ", 1)[0]
-    cell = reproduced(case, tmp_path / "r.json")
+    cell = reproduced(case, inline)
     assert (cell["variant"], cell["observed"], cell["kind"]) == (variant, "fail", "stall")
     assert cell["failing_pools"] == pools(failing)
 

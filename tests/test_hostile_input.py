@@ -189,13 +189,13 @@ def test_a_cell_past_its_time_fails_naming_where_and_the_run_goes_on(
 
 
 @needs_vllm
-def test_valid_cases_run_beside_malformed_ones(pytester: pytest.Pytester) -> None:
-    cases = pytester.path / "cases"
+def test_valid_cases_run_beside_malformed_ones(inline: pytest.Pytester) -> None:
+    cases = inline.path / "cases"
     shutil.copytree(REPO / CORPUS, cases, ignore=shutil.ignore_patterns("*.txt"))
     (cases / "a_directory.yaml").mkdir()
     (cases / "valid.yaml").write_text(SMALL.format(name="valid"))
-    pytester.makefile(".ini", pytest="[pytest]\nmatrix_cases = cases\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "--tb=line")
+    inline.makefile(".ini", pytest="[pytest]\nmatrix_cases = cases\n")
+    result = inline.runpytest_inprocess("-p", "no:cacheprovider", "-q", "--tb=line")
     # Every malformed file is one failing item; valid.yaml and same_name/first.yaml run.
     result.assert_outcomes(passed=2, failed=len(ENTRIES) + 1)
     out = result.stdout.str()

@@ -271,16 +271,16 @@ def vllm_aligned_block(tmp_path: Path) -> int:
 
 
 @needs_vllm
-def test_a_new_model_file_runs(pytester: pytest.Pytester) -> None:
+def test_a_new_model_file_runs(inline: pytest.Pytester) -> None:
     """A contributor's model file in a temporary folder, named from a case there, collects and
-    runs on the real scheduler (in a subprocess: torch imports once per process)."""
-    pytester.makefile(".ini", pytest="[pytest]\nmatrix_cases = cases\n")
-    (pytester.path / "cases" / "models").mkdir(parents=True)
-    (pytester.path / "cases" / "models" / "tiny-model.yaml").write_text(TINY_MODEL)
-    (pytester.path / "cases" / "tiny.yaml").write_text(MODEL_CASE)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--matrix-report=r.json")
+    runs on the real scheduler."""
+    inline.makefile(".ini", pytest="[pytest]\nmatrix_cases = cases\n")
+    (inline.path / "cases" / "models").mkdir(parents=True)
+    (inline.path / "cases" / "models" / "tiny-model.yaml").write_text(TINY_MODEL)
+    (inline.path / "cases" / "tiny.yaml").write_text(MODEL_CASE)
+    result = inline.runpytest_inprocess("-p", "no:cacheprovider", "--matrix-report=r.json")
     result.assert_outcomes(passed=6)
-    cells = json.loads((pytester.path / "r.json").read_text())["cells"]
+    cells = json.loads((inline.path / "r.json").read_text())["cells"]
     assert {c["model"] for c in cells} == {"tiny-model"}
     result.stdout.fnmatch_lines(["Model*", "tiny-model*"])
 

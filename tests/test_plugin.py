@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import CASES, TWO_GROUP_CASE, needs_vllm, replaced
+from matrix.case.expansion import cells_from_file
+from tests.helpers import CASES, TWO_GROUP_CASE, needs_vllm, replaced, verdict_of
 
 pytestmark = needs_vllm
 
@@ -18,17 +18,16 @@ SMALL = TWO_GROUP_CASE
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A project with one small case. Runs go through subprocesses: torch cannot be imported
-    twice in one process, which in-process pytester runs would do."""
-    pytester.makefile(".ini", pytest=INI)
-    (pytester.path / "cases").mkdir()
-    (pytester.path / "cases" / "small.yaml").write_text(SMALL)
-    return pytester
+def project(inline: pytest.Pytester) -> pytest.Pytester:
+    """A project with one small case, run in this process (see the ``inline`` fixture)."""
+    inline.makefile(".ini", pytest=INI)
+    (inline.path / "cases").mkdir()
+    (inline.path / "cases" / "small.yaml").write_text(SMALL)
+    return inline
 
 
 def test_cells_are_tests_with_reports(project: pytest.Pytester) -> None:
-    result = project.runpytest_subprocess(
+    result = project.runpytest_inprocess(
         "-p", "no:cacheprovider", "--matrix-report=out/r.json", "--matrix-report=out/r.md"
     )
     result.assert_outcomes(passed=6)
@@ -42,13 +41,13 @@ def test_cells_are_tests_with_reports(project: pytest.Pytester) -> None:
 
 
 def test_k_and_m_select_cells(project: pytest.Pytester) -> None:
-    project.runpytest_subprocess("-p", "no:cacheprovider", "-k", "original").assert_outcomes(
+    project.runpytest_inprocess("-p", "no:cacheprovider", "-k", "original").assert_outcomes(
         passed=1
     )
-    project.runpytest_subprocess("-p", "no:cacheprovider", "-m", "fixed or stock").assert_outcomes(
+    project.runpytest_inprocess("-p", "no:cacheprovider", "-m", "fixed or stock").assert_outcomes(
         passed=2
     )
-    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q")
+    result = project.runpytest_inprocess("-p", "no:cacheprovider", "--collect-only", "-q")
     result.stdout.fnmatch_lines(["cases/small.yaml::small-original"])
 
 
@@ -57,7 +56,7 @@ def test_a_wrong_expectation_fails_the_run(project: pytest.Pytester) -> None:
     (project.path / "cases" / "small.yaml").write_text(
         replaced(SMALL, ("original: fail", "original: fail, group_count: fail"))
     )
-    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result = project.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=5, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -71,7 +70,7 @@ def test_invalid_file_is_one_line_and_others_still_run(project: pytest.Pytester)
     (project.path / "cases" / "broken.yaml").write_text(
         replaced(SMALL, ("prompt: 16", "prompt: -1"))
     )
-    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result = project.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=6, failed=1)
     result.stdout.fnmatch_lines(
         ["*broken.yaml:9: requests.0.prompt: Input should be greater than 0"]
@@ -83,63 +82,58 @@ def test_last_failed_reruns_only_the_failure(project: pytest.Pytester) -> None:
     (project.path / "cases" / "small.yaml").write_text(
         replaced(SMALL, ("original: fail", "original: fail, group_count: fail"))
     )
-    project.runpytest_subprocess().assert_outcomes(passed=5, failed=1)
-    project.runpytest_subprocess("--lf").assert_outcomes(
-        failed=1
-    )  # the 5 passing cells are not run
+    project.runpytest_inprocess().assert_outcomes(passed=5, failed=1)
+    project.runpytest_inprocess("--lf").assert_outcomes(failed=1)  # the 5 passing cells are not run
 
 
-@pytest.fixture(scope="module")
-def shipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The shipped cases, serially and under ``-n 2``."""
-    reports = []
-    for args in ((), ("-n", "2")):
-        directory = tmp_path_factory.mktemp("shipped")
-        reports.append(_run_shipped_in(directory, args))
-    return reports[0], reports[1]
+# Shipped cases of every kind: one group, two, Mamba, an engine scenario, a described model.
+SUBSET = (
+    "single_group.yaml",
+    "mamba_align.yaml",
+    "async_two_loads.yaml",
+    "model_llama-4-scout.yaml",
+)
 
 
-def _run_shipped_in(directory: Path, args: tuple[str, ...]) -> dict[str, Any]:
-    import subprocess
-    import sys
-
-    (directory / "pytest.ini").write_text(INI)
-    shutil.copytree(CASES, directory / "cases")
-    out = directory / "report.json"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            f"--matrix-report={out}",
-            *args,
-        ],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=900,
+def test_xdist_gives_the_same_cells(inline: pytest.Pytester) -> None:
+    """Under ``-n 2`` (workers in processes of their own) the controller's tables and report
+    hold exactly the cells of a serial run."""
+    inline.makefile(".ini", pytest=INI)
+    (inline.path / "cases").mkdir()
+    for name in SUBSET:
+        shutil.copy(CASES / name, inline.path / "cases" / name)
+    shutil.copytree(CASES / "models", inline.path / "cases" / "models")
+    serial = inline.runpytest_inprocess("-p", "no:cacheprovider", "--matrix-report=serial.json")
+    assert serial.ret == 0
+    parallel = inline.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--matrix-report=parallel.json"
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    data: dict[str, Any] = json.loads(out.read_text())
-    return data
+    assert parallel.ret == 0, parallel.stdout.str()[-3000:]
+    reports = [json.loads((inline.path / f"{n}.json").read_text()) for n in ("serial", "parallel")]
+    assert reports[0] == reports[1]
+    assert len(reports[0]["cells"]) == 84
 
 
-def test_xdist_gives_the_same_cells(shipped: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    serial, parallel = shipped
-    assert parallel == serial
-    assert len(serial["cells"]) > 90
+TABLE_FILES = (
+    "single_group.yaml",
+    "multiple_groups.yaml",
+    "different_block_sizes.yaml",
+    "mamba_none.yaml",
+    "mamba_align.yaml",
+)
 
 
-def test_shipped_cases_reproduce_the_upstream_table(
-    shipped: tuple[dict[str, Any], dict[str, Any]],
-) -> None:
-    from matrix.judge.result import CellResult
+def test_shipped_cases_reproduce_the_upstream_table(adapter: Any) -> None:
+    from matrix.installed import expected_stock
+    from matrix.judge.result import result_of
     from matrix.report.tables import summary_table
 
-    cells = [CellResult.from_dict(c) for c in shipped[0]["cells"]]
+    ships = expected_stock()
+    cells = [
+        result_of(cell, verdict_of(adapter, cell))
+        for name in TABLE_FILES
+        for cell in cells_from_file(CASES / name, ships)
+    ]
     header, rows = summary_table(cells)
     table = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows}
     core = ("Single group", "Multiple groups", "Different block sizes")
@@ -150,7 +144,6 @@ def test_shipped_cases_reproduce_the_upstream_table(
         assert table["all_groups"][mamba] == "Fail"
         assert table["This fix"][mamba] == "Pass"
     # Stock is the variant its release ships: the same outcome at every pool size.
-    ships = shipped[0]["ships"]
     same = ("observed", "kind", "detail", "failing_pools")
     patched = {c.case: [getattr(c, f) for f in same] for c in cells if c.variant == ships}
     stock = {c.case: [getattr(c, f) for f in same] for c in cells if c.variant == "stock"}
@@ -159,35 +152,33 @@ def test_shipped_cases_reproduce_the_upstream_table(
 
 
 def test_report_name_is_checked_before_running(project: pytest.Pytester) -> None:
-    result = project.runpytest_subprocess("--matrix-report=out.txt")
+    result = project.runpytest_inprocess("--matrix-report=out.txt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--matrix-report out.txt: use a .md or .json file name"])
 
 
-def test_a_case_file_named_on_the_command_line(pytester: pytest.Pytester) -> None:
+def test_a_case_file_named_on_the_command_line(inline: pytest.Pytester) -> None:
     """Outside the matrix_cases directories, a YAML file runs when it is named."""
-    (pytester.path / "elsewhere").mkdir()
-    (pytester.path / "elsewhere" / "mine.yaml").write_text(SMALL)
-    (pytester.path / "elsewhere" / "other.yaml").write_text("not: a case\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "elsewhere/mine.yaml")
+    (inline.path / "elsewhere").mkdir()
+    (inline.path / "elsewhere" / "mine.yaml").write_text(SMALL)
+    (inline.path / "elsewhere" / "other.yaml").write_text("not: a case\n")
+    result = inline.runpytest_inprocess("-p", "no:cacheprovider", "elsewhere/mine.yaml")
     result.assert_outcomes(passed=6)
 
 
-def test_a_directory_named_on_the_command_line(pytester: pytest.Pytester) -> None:
+def test_a_directory_named_on_the_command_line(inline: pytest.Pytester) -> None:
     """A folder of case files outside matrix_cases runs when named, as pytest collects the
     test files of a named folder."""
-    (pytester.path / "mine" / "deeper").mkdir(parents=True)
-    (pytester.path / "mine" / "deeper" / "small.yaml").write_text(SMALL)
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "mine", "--matrix-report=x.json"
-    )
+    (inline.path / "mine" / "deeper").mkdir(parents=True)
+    (inline.path / "mine" / "deeper" / "small.yaml").write_text(SMALL)
+    result = inline.runpytest_inprocess("-p", "no:cacheprovider", "mine", "--matrix-report=x.json")
     result.assert_outcomes(passed=6)
-    assert len(json.loads((pytester.path / "x.json").read_text())["cells"]) == 6
+    assert len(json.loads((inline.path / "x.json").read_text())["cells"]) == 6
 
 
 def test_a_named_directory_without_case_files_says_so(pytester: pytest.Pytester) -> None:
     (pytester.path / "empty").mkdir()
     (pytester.path / "empty" / "notes.txt").write_text("nothing to run\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "empty")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "empty")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*empty: no case files (*.yaml, *.yml) and no tests"])

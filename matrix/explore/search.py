@@ -48,7 +48,8 @@ class Options:
     jobs: int = 1
     out: Path = Path("cases/found")
     database: Path | None = None  # Hypothesis's example database; None: none kept
-    fit_slack: int | None = None  # None: probing.default_slack
+    fit_slack: int | None = None  # None: trials.default_slack
+    tightness: bool = False  # scan each scenario's over-reservation (more scheduler runs)
 
     def examples_for(self, job: int) -> int | None:
         if self.max_examples is None:
@@ -139,10 +140,12 @@ class Search:
                 reported[0] = time.perf_counter()
                 self.progress(self.job, self.scenarios, len(known) + len(found))
             for variant in self.options.variants:
-                result = trial(self.adapter, draw, variant, self.options.fit_slack)
+                options = self.options
+                result = trial(self.adapter, draw, variant, options.fit_slack, options.tightness)
                 if result is None:
                     reject()  # the release lacks a feature the scenario uses
-                self.tightness.setdefault(variant, Counter())[result.tightness] += 1
+                if result.tightness:
+                    self.tightness.setdefault(variant, Counter())[result.tightness] += 1
                 if result.failed and result.key not in known:
                     found[result.key] = result  # the last one recorded is the minimal one
                     raise failure_type(result.key)(result.detail)

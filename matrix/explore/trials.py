@@ -37,7 +37,7 @@ class Trial:
     failed: bool
     kind: str  # "finished" or the failure kind
     detail: str
-    tightness: str  # see tightness.tightness_label
+    tightness: str  # see tightness.tightness_label; empty when not asked for
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -60,39 +60,46 @@ _tightness: dict[str, str] = {}
 
 
 def trial(
-    adapter: VersionAdapter, draw: Draw, variant: str, slack: int | None = None
+    adapter: VersionAdapter,
+    draw: Draw,
+    variant: str,
+    slack: int | None = None,
+    tightness: bool = False,
 ) -> Trial | None:
-    """The scenario under ``variant``; None when the release cannot run it."""
+    """The scenario under ``variant``, and with ``tightness`` its over-reservation (pools
+    scanned upwards from the fit); None when the release cannot run it."""
     data = {**draw.data, "fit_slack": default_slack(draw.data) if slack is None else slack}
-    if adapter.unsupported(CaseFile.model_validate({**data, "pool": 2})):
+    # Validated once: the pool and the requests alone are set by copies, which need no check.
+    case = CaseFile.model_validate({**data, "pool": 2})
+    if adapter.unsupported(case):
         return None
     try:
-        fit = _fit(adapter, data)
-    except Exception as error:  # harness.run_cell fails the cell the same way
+        fit = _fit(adapter, case)
+    except Exception as error:  # run_cell fails the cell the same way
         written = draw.case_data(0) | {"fit_slack": data["fit_slack"]}
         detail = f"{type(error).__name__}: {error}"
         return Trial(variant, written, True, "error", detail, "error")
     written = {**draw.case_data(fit), "fit_slack": data["fit_slack"]}
-    case = CaseFile.model_validate(written)
     start, stop = draw.pools(fit)
     runs = {p: classify_run(run_pool(adapter, case, variant, p)) for p in range(start, stop + 1)}
     verdict = judge_cell(list(runs.values()), fit, case.fit_slack)
-    # A stall is under-reservation whatever the larger pools do: no scan for it.
-    tight = "stall" if verdict.kind == "stall" else _scan(adapter, case, variant, fit, runs)
+    tight = ""
+    if tightness:  # a stall is under-reservation whatever the larger pools do: no scan for it
+        tight = "stall" if verdict.kind == "stall" else _scan(adapter, case, variant, fit, runs)
     failed = verdict.observed == "fail"
     return Trial(variant, written, failed, verdict.kind, verdict.detail, tight)
 
 
-def _fit(adapter: VersionAdapter, data: dict[str, Any]) -> int:
+def _fit(adapter: VersionAdapter, case: CaseFile) -> int:
     """The case's fit, measured per request so each request alone is measured once."""
-    alone = ({**data, "pool": 2, "requests": [r], "events": []} for r in data["requests"])
-    return max(measure_fit(adapter, CaseFile.model_validate(d)) for d in alone)
+    alone = (case.model_copy(update={"requests": [r]}) for r in case.requests)
+    return max(measure_fit(adapter, one) for one in alone)
 
 
 def _scan(
     adapter: VersionAdapter, case: CaseFile, variant: str, fit: int, runs: dict[int, RunOutcome]
 ) -> str:
-    key = case.model_dump_json(exclude={"pool"}) + variant
+    key = case.run_key(without=frozenset({"pool"})) + variant
     if key not in _tightness:
         scanned: list[RunOutcome] = []
         for pool in range(fit, fit + SCAN_ABOVE_FIT + 1):
