@@ -130,6 +130,7 @@ def _explore(options: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: runs the command ``argv`` names; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m matrix", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(

@@ -39,6 +39,7 @@ variants_key = pytest.StashKey[dict[str, Variant]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Adds the matrix's command-line options and its ``matrix_cases`` ini setting."""
     group = parser.getgroup("matrix", "vLLM KV reservation matrix")
     group.addoption(
         "--matrix-report",
@@ -87,6 +88,7 @@ def gpu_for_worker(worker_id: str | None, gpus: str | None) -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Loads the variants, checks the options, registers the collector, pins the worker's GPU."""
     config.addinivalue_line("markers", "matrix: a vLLM KV reservation matrix cell")
     # Loaded here (in every xdist worker too), before collection; a variant module imports
     # matrix.run.variants, never vLLM, so this stays free of torch.
@@ -146,18 +148,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
+    """A collector for a case file; None for any other file."""
     if _is_case_file(parent.config, file_path):
         return CaseFileCollector.from_parent(parent, path=file_path)
     return None
 
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A collector for a directory named like a case file; None for any other directory."""
     # A directory named like a case file is a mistake to report, not a folder to search.
     return pytest_collect_file(parent, path)
 
 
 class CaseFileCollector(pytest.File):
+    """A YAML case file as a pytest file: one test per cell."""
+
     def collect(self) -> Iterator[pytest.Item]:
+        """The file's cells as tests, or one failing test when the file does not load."""
         try:
             run_variants_by_name = self.config.stash[variants_key]
             variants = tuple(run_variants_by_name)
@@ -183,12 +190,15 @@ class InvalidCaseFile(pytest.Item):
         self.problem = problem
 
     def runtest(self) -> None:
+        """Fails with the reason the case file does not load."""
         raise InvalidCase(self.problem)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        """The reason, in one line."""
         return self.problem
 
     def reportinfo(self) -> tuple[Path, int, str]:
+        """The case file, named as an invalid case file."""
         return self.path, 0, f"{self.path.name}: invalid case file"
 
 
@@ -259,6 +269,7 @@ class CellCollector:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Keeps the cell result a test recorded in its call phase."""
         if report.when != "call":  # skipped cells, too, are skipped in the call
             return
         for name, value in report.user_properties:
@@ -269,6 +280,7 @@ class CellCollector:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
+    """Prints the tables and writes the ``--matrix-report`` files (on the xdist controller only)."""
     if hasattr(config, "workerinput"):
         return
     collected: list[CellResult] = config.stash[cells_key]

@@ -13,6 +13,7 @@ from matrix.adapters.protocol import BlockAccount
 
 
 def block_account(scheduler: Any) -> BlockAccount:
+    """Where every block of ``scheduler``'s pool is: free, held (each block once), and by whom."""
     manager = scheduler.kv_cache_manager
     held: set[int] = set()  # block ids: a prefix block shared by two requests counts once
     holders: set[str] = set()

@@ -34,6 +34,7 @@ class Worker:
     def execute(
         self, output: Any, finished_loads: set[str], failed_loads: set[str]
     ) -> ModelRunnerOutput:
+        """The model output for a batch; the connector output reports these loads done or failed."""
         request_ids = list(output.num_scheduled_tokens)
         sampled = [self._sampled(request_id, output) for request_id in request_ids]
         self.reported |= finished_loads | failed_loads
@@ -103,6 +104,7 @@ class EngineLoop:
         self.batch_queue: deque[tuple[Any, ModelRunnerOutput]] = deque()
 
     def step(self, finished_loads: set[str], failed_loads: set[str]) -> StepOutcome:
+        """One ``EngineCore`` step, these loads reported done or failed; returns what ran."""
         if self.batch_queue_size > 1:
             return self._step_with_batch_queue(finished_loads, failed_loads)
         scheduler = self.scheduler

@@ -60,6 +60,8 @@ def status_of(status: RequestStatus) -> Status:
 
 
 class Handle:
+    """A real vLLM scheduler for one case and pool size; releases implement the hooks at its end."""
+
     def __init__(self, case: CaseFile, pool: int) -> None:
         config = vllm_config_for(case, pool)
         kv_cache_config = kv_cache_config_for(case, pool)
@@ -82,6 +84,7 @@ class Handle:
         self.engine = EngineLoop(self.scheduler, self.worker, config.max_concurrent_batches)
 
     def geometry(self) -> Geometry:
+        """What a reservation rule needs of this scheduler: block sizes, groups and spec step."""
         scheduler = self.scheduler
         spec_tokens, lookahead = scheduler.num_spec_tokens, scheduler.num_lookahead_tokens
         managers = scheduler.kv_cache_manager.coordinator.single_type_managers
@@ -96,6 +99,7 @@ class Handle:
         )
 
     def add_request(self, spec: RequestSpec) -> None:
+        """Adds the request as the engine would, with NIXL's remote-prefill parameters if async."""
         params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True)
         if spec.async_load:
             params.extra_args = {
@@ -131,6 +135,7 @@ class Handle:
     def step(
         self, finished_loads: set[str], failed_loads: frozenset[str] = frozenset()
     ) -> StepOutcome:
+        """One engine step; the worker reports these loads finished or failed."""
         return self.engine.step(set(finished_loads), set(failed_loads))
 
     def abort(self, request_ids: list[str]) -> None:
@@ -138,6 +143,7 @@ class Handle:
         self.scheduler.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED)
 
     def accounting(self) -> BlockAccount:
+        """Where every block of the pool is now."""
         return block_account(self.scheduler)
 
     def settled(self) -> bool:
@@ -146,6 +152,7 @@ class Handle:
         return not (scheduler.requests or self.engine.batch_queue or scheduler.deferred_frees)
 
     def state(self) -> SchedulerState:
+        """Every request the case added (finished once it left), the free blocks and reservation."""
         scheduler = self.scheduler
         requests = []
         for request_id in self._known:
@@ -198,6 +205,7 @@ class Handle:
         spec_tokens_through_coordinator: bool,
         admission_margin_for: Callable[[int], int] | None = None,
     ) -> None:
+        """Replaces this instance's async-load reservation (see ``SchedulerHandle``'s)."""
         scheduler = self.scheduler
 
         def reserved_for_inflight_loads() -> int:

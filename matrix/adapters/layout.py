@@ -48,6 +48,8 @@ class LayoutError(Exception):
 
 @dataclass(frozen=True)
 class DerivedGroup:
+    """One KV cache group vLLM derived, in the words of a case's groups."""
+
     kind: GroupKind
     block_size: int
     layers: int
@@ -55,6 +57,7 @@ class DerivedGroup:
     mamba_mode: MambaMode | None
 
     def as_group(self) -> Group:
+        """This group as a case writes it."""
         return Group(
             kind=self.kind,
             block_size=self.block_size,
@@ -65,6 +68,8 @@ class DerivedGroup:
 
 @dataclass(frozen=True)
 class DerivedLayout:
+    """A described model's KV cache groups as the installed vLLM derives them."""
+
     groups: tuple[DerivedGroup, ...]
     specs: tuple[KVCacheGroupSpec, ...]  # vLLM's groups, as the engine hands them over
     attention_block_size: int  # the engine's cache_config.block_size after alignment

@@ -27,6 +27,8 @@ class UnsupportedRelease(Exception):
 
 @dataclass(frozen=True)
 class GroupGeometry:
+    """One KV cache group's block size, and whether it holds Mamba state."""
+
     block_size: int
     is_mamba: bool
 
@@ -54,6 +56,8 @@ class RequestState:
 
 @dataclass(frozen=True)
 class SchedulerState:
+    """A scheduler at one moment: every request's state, the free blocks and the reservation."""
+
     requests: tuple[RequestState, ...]
     free_blocks: int
     reserved_blocks: int  # what an async-load admission would keep free right now
@@ -94,6 +98,8 @@ class BlockAccount:
 
 @dataclass(frozen=True)
 class StepOutcome:
+    """What one engine step scheduled (tokens per request) and the free blocks while it ran."""
+
     scheduled_tokens: dict[str, int]
     # Free blocks between schedule() and the model output: a request that finishes in this
     # step frees its blocks before the step ends, so this is where usage peaks.
@@ -103,9 +109,13 @@ class StepOutcome:
 class SchedulerHandle(Protocol):
     """One real vLLM scheduler built for one case and pool size."""
 
-    def geometry(self) -> Geometry: ...
+    def geometry(self) -> Geometry:
+        """What a reservation rule needs to know of this scheduler."""
+        ...
 
-    def add_request(self, spec: RequestSpec) -> None: ...
+    def add_request(self, spec: RequestSpec) -> None:
+        """Adds a request as the engine would (with remote-prefill parameters for an async load)."""
+        ...
 
     def step(
         self, finished_loads: set[str], failed_loads: frozenset[str] = frozenset()
@@ -113,15 +123,21 @@ class SchedulerHandle(Protocol):
         """One engine step; the worker reports these loads finished or failed."""
         ...
 
-    def abort(self, request_ids: list[str]) -> None: ...
+    def abort(self, request_ids: list[str]) -> None:
+        """Aborts these requests as the engine does when a client goes away."""
+        ...
 
-    def accounting(self) -> BlockAccount: ...
+    def accounting(self) -> BlockAccount:
+        """Where every block of the pool is now."""
+        ...
 
     def settled(self) -> bool:
         """Nothing left (requests, batches in flight, deferred frees) that could free blocks."""
         ...
 
-    def state(self) -> SchedulerState: ...
+    def state(self) -> SchedulerState:
+        """Every request's state, the free blocks and the reservation, now."""
+        ...
 
     def install_reservation(
         self,
@@ -140,12 +156,16 @@ class SchedulerHandle(Protocol):
 
 
 class VersionAdapter(Protocol):
+    """One vLLM release as the harness sees it: builds schedulers, says what cases it cannot run."""
+
     @property
     def release(self) -> str:
         """The installed vLLM version, and the adapter driving it when it is not known."""
         ...
 
-    def build(self, case: CaseFile, pool: int) -> SchedulerHandle: ...
+    def build(self, case: CaseFile, pool: int) -> SchedulerHandle:
+        """A scheduler for ``case`` with a KV pool of ``pool`` blocks."""
+        ...
 
     def unsupported(self, case: CaseFile) -> str | None:
         """Why this release cannot run ``case`` (a feature it lacks), or None."""
@@ -165,10 +185,13 @@ class Refused:
     release: str = "unsupported"
 
     def build(self, case: CaseFile, pool: int) -> SchedulerHandle:
+        """Raises :class:`UnsupportedRelease`: this vLLM builds no scheduler."""
         raise UnsupportedRelease(self.reason)
 
     def unsupported(self, case: CaseFile) -> str | None:
+        """The reason this vLLM cannot run the matrix, whatever the case."""
         return self.reason
 
     def resolve(self, case: CaseFile) -> CaseFile:
+        """The case unchanged: without a release, no layout is derived."""
         return case

@@ -25,17 +25,24 @@ from matrix.case.format import CaseFile
 
 
 class Vllm030Handle(Handle):
+    """A scheduler of 0.30, which keeps no speculative-decode margin."""
+
     def stock_margin(self) -> int:
+        """0: 0.30 keeps no block free for the admitting request's speculative step."""
         return 0
 
     def drop_stock_margin(self) -> None:
+        """Nothing to turn off: 0.30 has no stock margin."""
         pass
 
     def coordinator_options(self, request: Any) -> dict[str, Any]:
+        """No arguments: 0.30's ``get_num_blocks_to_allocate`` takes no release-specific ones."""
         return {}
 
 
 class Vllm030:
+    """The adapter for vLLM 0.30, and the base of the later releases' adapters."""
+
     handle_type: ClassVar[type[Handle]] = Vllm030Handle
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,
@@ -53,12 +60,16 @@ class Vllm030:
         self.release = release
 
     def build(self, case: CaseFile, pool: int) -> Handle:
+        """A scheduler of this release (``handle_type``) for ``case`` with ``pool`` blocks."""
         return self.handle_type(case, pool)
 
     def resolve(self, case: CaseFile) -> CaseFile:
+        """The case with its groups: a described model's, derived by this vLLM."""
         return with_layout(case)
 
     def unsupported(self, case: CaseFile) -> str | None:
+        """Why this release cannot run ``case`` (a layout, Mamba mode, async scheduling or
+        load failure policy it lacks), or None."""
         try:
             groups = case_groups(case)
         except LayoutError as error:

@@ -18,13 +18,18 @@ from matrix.adapters.v0_30 import Vllm030, Vllm030Handle
 
 
 class Vllm031Handle(Vllm030Handle):
+    """A scheduler of 0.31, whose margin is the ``_spec_decode_step_blocks()`` method."""
+
     def stock_margin(self) -> int:
+        """0.31's margin: ``Scheduler._spec_decode_step_blocks()``."""
         return int(self.scheduler._spec_decode_step_blocks())
 
     def drop_stock_margin(self) -> None:
+        """Makes this instance's ``_spec_decode_step_blocks()`` return 0."""
         self.scheduler._spec_decode_step_blocks = lambda: 0
 
     def coordinator_options(self, request: Any) -> dict[str, Any]:
+        """``prefill_end``: the request's prompt, or all its tokens but the last if more."""
         return {"prefill_end": max(request.num_prompt_tokens, request.num_tokens - 1)}
 
 
@@ -35,6 +40,8 @@ PREFILL_END = Requirement(
 
 
 class Vllm031(Vllm030):
+    """The adapter for vLLM 0.31."""
+
     handle_type: ClassVar[type[Handle]] = Vllm031Handle
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,

@@ -17,14 +17,20 @@ from matrix.adapters.v0_31 import PREFILL_END, Vllm031, Vllm031Handle
 
 
 class Vllm032Handle(Vllm031Handle):
+    """A scheduler of 0.32 or 0.33: its margin is the attribute ``_spec_decode_step_blocks``."""
+
     def stock_margin(self) -> int:
+        """0.32's margin: the ``_spec_decode_step_blocks`` attribute."""
         return int(self.scheduler._spec_decode_step_blocks)
 
     def drop_stock_margin(self) -> None:
+        """Sets this instance's ``_spec_decode_step_blocks`` to 0."""
         self.scheduler._spec_decode_step_blocks = 0
 
 
 class Vllm032(Vllm031):
+    """The adapter for vLLM 0.32 and 0.33."""
+
     handle_type: ClassVar[type[Handle]] = Vllm032Handle
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,

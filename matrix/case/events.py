@@ -43,9 +43,11 @@ class StateExpectation(Strict):
     finished: list[str] = []
 
     def by_state(self) -> dict[StateName, list[str]]:
+        """Each state's name and the request ids that must be in it."""
         return {state: getattr(self, state) for state in get_args(StateName)}
 
     def ids(self) -> set[str]:
+        """Every request id this expectation names."""
         return {rid for ids in self.by_state().values() for rid in ids}
 
 
@@ -67,6 +69,8 @@ class CompleteLoadEvent(Strict):
 
 
 class RunBound(Strict):
+    """How far the final run may go: at most ``max_steps`` steps."""
+
     max_steps: Annotated[int, Field(ge=1)] = 200  # bounded by limits.steps
 
 

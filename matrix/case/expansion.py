@@ -36,10 +36,12 @@ class Case:
     expectation_lines: tuple[tuple[str, int], ...] = ()
 
     def expectation_line(self, variant: str) -> int:
+        """The line where ``variant``'s expectation is written, else the line of the case's name."""
         return dict(self.expectation_lines).get(variant, self.line)
 
     @property
     def column(self) -> str | None:
+        """The upstream table's column this case counts in, if any."""
         return self.definition.column
 
     @property
@@ -68,14 +70,17 @@ class Cell:
 
     @property
     def expected(self) -> Expectation:
+        """The expectation this cell is held to: its ``judged_as`` variant's."""
         return self.case.definition.expectation_for(self.judged_as)
 
     @property
     def line(self) -> int:
+        """The line of this cell's expectation, where a failure is reported."""
         return self.case.expectation_line(self.judged_as)
 
     @property
     def test_id(self) -> str:
+        """The test's id: the case's id and the variant, ``single_group[k=1]-original``."""
         return f"{self.case.case_id}-{self.variant}"
 
 
@@ -189,6 +194,7 @@ def _case_at(
 def cells_for_case(
     case: Case, ships: BuiltInVariant = NEWEST_SHIPPED, variants: tuple[str, ...] = VARIANT_NAMES
 ) -> list[Cell]:
+    """The case's cells: one per variant of the run's ``variants`` that the case runs."""
     return [Cell(case, variant, ships) for variant in case.definition.runs_variants(variants)]
 
 

@@ -41,6 +41,7 @@ class LoadedDocument:
 
 
 def read_document(path: Path) -> LoadedDocument:
+    """A case file's data and lines; raises :class:`CaseFileError` unless it is a mapping."""
     data, lines = read_yaml(path)
     if not isinstance(data, dict):
         raise CaseFileError(path, lines[()], "a case file is a mapping (name:, groups:, ...)")
@@ -125,6 +126,7 @@ def claim_name(claimed: dict[str, tuple[Path, str]], name: str, path: Path, line
 
 
 def load_case_file(path: Path) -> tuple[LoadedDocument, CaseFile]:
+    """A case file read and validated, with its document."""
     document = read_document(path)
     return document, validate(document)
 

@@ -44,6 +44,7 @@ def description_path(model: str, case_dir: Path | None) -> Path | None:
 
 
 def shipped_descriptions() -> list[str]:
+    """The names of the shipped model descriptions, sorted."""
     return sorted(p.stem for p in SHIPPED_DESCRIPTIONS.glob("*.yaml"))
 
 
@@ -107,6 +108,7 @@ class ModelDescription(Strict):
     hf_config: dict[str, Any] = {}
 
     def layer_kinds(self) -> tuple[LayerKind, ...]:
+        """Every layer's kind, in order: ``layer_pattern`` repeated to ``num_layers``."""
         return tuple(
             self.layer_pattern[i % len(self.layer_pattern)] for i in range(self.num_layers)
         )

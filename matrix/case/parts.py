@@ -72,6 +72,8 @@ class PoolSweep(Strict):
 
 
 class RequestSpec(Strict):
+    """One request of a case: its prompt, whether its KV loads asynchronously, its new tokens."""
+
     id: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     prompt: Annotated[int, Field(gt=0)] | PromptInBlocks
     async_load: bool = True

@@ -31,6 +31,8 @@ def one_line(text: str) -> str:
 
 
 class CaseFileError(Exception):
+    """A problem in a case file, as one line: ``file:line: message``."""
+
     def __init__(self, path: Path, line: int, message: str) -> None:
         message = one_line(message)
         super().__init__(f"{one_line(str(path))}:{line}: {message}")

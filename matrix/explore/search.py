@@ -41,6 +41,8 @@ Progress = Callable[[int, int, int], None]  # job, scenarios so far, distinct fa
 
 @dataclass(frozen=True)
 class Options:
+    """What ``python -m matrix explore`` was asked: variants, seed, budget, examples, jobs."""
+
     variants: tuple[str, ...]
     seed: int = 0
     budget: float | None = 60.0  # seconds per job; None: --max-examples alone bounds it
@@ -52,6 +54,7 @@ class Options:
     tightness: bool = False  # scan each scenario's over-reservation (more scheduler runs)
 
     def examples_for(self, job: int) -> int | None:
+        """The examples ``job`` draws: its share of ``max_examples``, or None when unbounded."""
         if self.max_examples is None:
             return None
         share, extra = divmod(self.max_examples, self.jobs)
@@ -60,6 +63,8 @@ class Options:
 
 @dataclass(frozen=True)
 class JobResult:
+    """What one job's search found: scenarios run, seconds, failures and tightness counts."""
+
     scenarios: int
     seconds: float  # searching, after the one-off import
     findings: tuple[Trial, ...]
@@ -82,6 +87,7 @@ def failure_type(key: Key) -> type[ScenarioFailed]:
 
 
 def round_seed(base: int, job: int, round_index: int) -> int:
+    """The seed of one job's round: the same base, job and round always give the same seed."""
     digest = hashlib.sha256(f"{base}/{job}/{round_index}".encode()).hexdigest()
     return int(digest[:15], 16)
 
@@ -99,6 +105,7 @@ class Search:
     tightness: dict[str, Counter[str]] = field(default_factory=dict)
 
     def run(self) -> JobResult:
+        """Searches in rounds until the examples or the budget run out; returns what it found."""
         started = time.perf_counter()
         remaining = self.options.examples_for(self.job)
         round_index = 0
@@ -118,6 +125,7 @@ class Search:
         return JobResult(self.scenarios, elapsed, tuple(self.found.values()), tightness)
 
     def search_round(self, round_index: int, examples: int) -> None:
+        """One round of ``examples`` scenarios; keeps the failures not found before."""
         known = set(self.found)
         found: dict[Key, Trial] = {}
         database = self.options.database
@@ -182,6 +190,7 @@ class StatusLine:
         self.interval, self.end = (0.5, "\r") if sys.stderr.isatty() else (10.0, "\n")
 
     def put(self, progress: tuple[int, int, int]) -> None:
+        """Records a job's progress and redraws the line when it is due."""
         job, scenarios, failures = progress
         self.by_job[job] = (scenarios, failures)
         now = time.perf_counter()
@@ -196,6 +205,7 @@ class StatusLine:
 
 
 def search(options: Options) -> list[JobResult]:
+    """Runs the jobs (in processes when more than one); returns each job's result."""
     status = StatusLine(options.jobs)
     if options.jobs == 1:
         return [run_job(options, 0, status)]

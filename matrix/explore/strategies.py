@@ -57,6 +57,7 @@ class Draw:
         return start, start + self.span
 
     def case_data(self, fit: int) -> dict[str, Any]:
+        """The case file's data with its pool: the window placed against ``fit``."""
         start, stop = self.pools(fit)
         pool: int | dict[str, int] = start if start == stop else {"start": start, "stop": stop}
         return {**self.data, "pool": pool}
@@ -96,6 +97,7 @@ def speculative(draw: st.DrawFn) -> dict[str, Any] | None:
 
 @st.composite
 def requests(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """1-4 requests with their prompt lengths, load kinds and new tokens."""
     count = draw(st.integers(1, len(REQUEST_IDS)))
     return [
         {
@@ -124,6 +126,7 @@ def events(draw: st.DrawFn, request_ids: list[str]) -> list[dict[str, Any]]:
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> Draw:
+    """A whole scenario: groups, speculative decoding, requests, events and the pool window."""
     layout = draw(groups())
     spec = draw(speculative())
     drawn_requests = draw(requests())

@@ -46,6 +46,7 @@ class Trial:
 
     @property
     def name(self) -> str:
+        """The finding's case name: ``found_`` and its key."""
         return "found_" + "_".join(self.key).replace("+", "_")
 
 
@@ -126,6 +127,7 @@ def case_yaml(found: Trial, provenance: str) -> str:
 
 
 def write_case(found: Trial, out: Path, provenance: str) -> Path:
+    """Writes the finding's case file into ``out``; returns its path."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{found.name}.yaml"
     path.write_text(case_yaml(found, provenance), encoding="utf-8")

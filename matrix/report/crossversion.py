@@ -86,6 +86,7 @@ def _fidelity_line(result: FidelityResult) -> str:
 
 
 def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult]) -> str:
+    """The cross-version report as Markdown: summary, cases x releases, fidelity checks."""
     parts = [
         "# KV reservation matrix across vLLM releases (stock)",
         "",
@@ -114,6 +115,7 @@ def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult
 def json_document(
     reports: dict[str, ReleaseReport], results: Sequence[FidelityResult]
 ) -> dict[str, Any]:
+    """The cross-version report as JSON data: releases, stock cells, summary, fidelity checks."""
     header, rows = summary_by_release(reports)
     return {
         "releases": {r: report.version for r, report in reports.items()},

@@ -17,6 +17,8 @@ from matrix.report.release_reports import DEV, ReleaseReport
 
 @dataclass(frozen=True)
 class FidelityCheck:
+    """One check: ``variant`` patched into ``patched_into`` must behave as stock ``stock_of``."""
+
     variant: str
     patched_into: str
     stock_of: str
@@ -28,6 +30,7 @@ class FidelityCheck:
 
     @property
     def across_releases(self) -> bool:
+        """Whether the check compares two releases, not one with itself or a dev build's stock."""
         return self.patched_into != self.stock_of and not self.informational
 
     @property
@@ -70,6 +73,8 @@ COMPARED_FIELDS = ("observed", "kind", "failing_pools", "fit", "detail")
 
 @dataclass(frozen=True)
 class FidelityResult:
+    """How a check went: equal, differs or not run, with the differences or the reason."""
+
     check: FidelityCheck
     status: Literal["equal", "differs", "not_run"]
     compared: int  # cases compared

@@ -23,6 +23,7 @@ COLUMN_ORDER = (
 
 
 def sort_cells(cells: Iterable[CellResult]) -> list[CellResult]:
+    """The cells by case, then variant (the built-ins in their order, then the user's by name)."""
     order: dict[str, int] = {name: index for index, name in enumerate(VARIANT_NAMES)}
     return sorted(cells, key=lambda c: (c.case, order.get(c.variant, len(order)), c.variant))
 
@@ -33,6 +34,7 @@ def _variants(cells: Sequence[CellResult]) -> list[str]:
 
 
 def cell_text(cell: CellResult) -> str:
+    """A cell in the case table: pass, FAIL and its kind, or skip; the expectation if missed."""
     if cell.observed == "skip":
         return "skip"
     text = "pass" if cell.observed == "pass" else f"FAIL {cell.kind}"
@@ -68,6 +70,7 @@ def _case_by_variant(
 
 
 def case_table(cells: Sequence[CellResult]) -> Table:
+    """Case x variant: what each cell observed; ``!`` marks a row with a missed expectation."""
     return _case_by_variant(cells, cell_text, mark_mismatches=True)
 
 
@@ -79,6 +82,7 @@ def tightness_table(cells: Sequence[CellResult]) -> Table:
 
 
 def columns_of(cells: Sequence[CellResult]) -> list[str]:
+    """The upstream table's columns the cells name, in its order, then any others by name."""
     present = {c.column for c in cells if c.column}
     return [c for c in COLUMN_ORDER if c in present] + sorted(present - set(COLUMN_ORDER))
 
@@ -131,6 +135,7 @@ def models_table(cells: Sequence[CellResult]) -> Table:
 
 
 def render_text(table: Table) -> str:
+    """The table as aligned plain text, a dashed line under its header."""
     header, rows = table
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
@@ -140,6 +145,7 @@ def render_text(table: Table) -> str:
 
 
 def render_markdown(table: Table) -> str:
+    """The table as Markdown, ``|`` in its cells escaped."""
     header, rows = table
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
@@ -147,4 +153,5 @@ def render_markdown(table: Table) -> str:
 
 
 def mismatches(cells: Sequence[CellResult]) -> list[CellResult]:
+    """The cells whose observation differs from their expectation, sorted."""
     return [c for c in sort_cells(cells) if not c.as_expected]

@@ -75,6 +75,7 @@ class Playback:
     _before_first_step: SchedulerState | None = None
 
     def state(self) -> SchedulerState:
+        """The scheduler's state after the last recorded step, or before the first."""
         if self.records:
             return self.records[-1].state
         if self._before_first_step is None:
@@ -104,6 +105,8 @@ class Playback:
         return frozenset(self._unreported_loads() & self.failures_requested)
 
     def step(self, record: bool = True) -> None:
+        """One engine step with the loads due to complete or fail; recorded unless ``record`` is
+        false, then the blocks and the deadline checked."""
         failing = self._failing()
         outcome = self.handle.step(self._deliverable() - failing, failing)
         state = self.handle.state()
@@ -127,6 +130,7 @@ class Playback:
             self.leak = self.handle.accounting().unbalanced(f"after step {step}", involved) or ""
 
     def abort(self, request_ids: list[str]) -> None:
+        """Aborts these requests; a load in flight among them keeps its blocks until reported."""
         by_id = {r.request_id: r for r in self.state().requests}
         self.orphaned_loads |= {
             request_id
@@ -137,10 +141,12 @@ class Playback:
         self._before_first_step = None  # an abort before any step changes it
 
     def all_finished(self) -> bool:
+        """Every request finished, and every aborted load's transfer reported."""
         finished = all(r.status == FINISHED for r in self.state().requests)
         return finished and not (self.orphaned_loads & self._unreported_loads())
 
     def stuck(self) -> bool:
+        """Whether the run can never change: the same state, nothing scheduled or to deliver."""
         if len(self.records) <= STUCK_AFTER:
             return False
         # The records first: they differ on almost every step of a run that makes progress.
@@ -188,6 +194,7 @@ def state_name(request: RequestState) -> StateName:
 
 
 def unmet_expectation(expect: StateExpectation, state: SchedulerState, step: int) -> str | None:
+    """What in ``state`` differs from a step's ``expect``, in words, or None."""
     by_id = {r.request_id: r for r in state.requests}
     for wanted, request_ids in expect.by_state().items():
         for request_id in request_ids:

@@ -25,6 +25,7 @@ from matrix.variant_names import VARIANT_NAMES
 
 
 def ceil_div(numerator: int, denominator: int) -> int:
+    """``numerator / denominator`` rounded up."""
     return -(-numerator // denominator)
 
 
@@ -35,13 +36,19 @@ class Variant(Protocol):
     variants implement this too (see ``custom_variants``)."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The variant's name, as cases and tables write it."""
+        ...
 
-    def apply(self, handle: SchedulerHandle) -> None: ...
+    def apply(self, handle: SchedulerHandle) -> None:
+        """Installs this reservation on one scheduler instance, before any request arrives."""
+        ...
 
 
 @dataclass(frozen=True)
 class Stock:
+    """The installed release's own reservation, left alone."""
+
     name: str = "stock"
 
     def apply(self, handle: SchedulerHandle) -> None:
@@ -50,6 +57,8 @@ class Stock:
 
 @dataclass(frozen=True)
 class Reservation:
+    """A margin rule from the table above: the admission's margin and how in-flight loads count."""
+
     name: str
     margin: Callable[[Geometry], int]  # blocks kept free for the admitting request's spec step
     _: KW_ONLY
@@ -57,6 +66,7 @@ class Reservation:
     spec_tokens_through_coordinator: bool  # in-flight loads count full + N tokens (0.32's shape)
 
     def apply(self, handle: SchedulerHandle) -> None:
+        """Installs the margin, computed from this scheduler's geometry, on its instance."""
         margin = self.margin(handle.geometry())
         handle.install_reservation(
             admission_margin=margin,

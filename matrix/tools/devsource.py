@@ -112,6 +112,7 @@ def install_wheel(wheel: Path, site: Path) -> str:
 
 
 def install(source: Path, site: Path) -> str:
+    """Makes a checkout or wheel ``site``'s vLLM in place of an earlier one; returns its version."""
     source = source.expanduser().resolve()
     _previous_install(site)
     if source.is_file() and source.suffix == ".whl":
@@ -122,6 +123,7 @@ def install(source: Path, site: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: installs the named source; returns the exit code."""
     import argparse
 
     from matrix.releases import nearest_release, release_label, release_of

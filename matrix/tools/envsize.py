@@ -35,6 +35,7 @@ class EnvUsage:
 
     @property
     def total(self) -> int:
+        """The env's allocated bytes, each inode once."""
         return sum(self.sizes.values())
 
 
@@ -50,6 +51,7 @@ def _entries(root: Path) -> Iterator[os.stat_result]:
 
 
 def measure(root: Path) -> EnvUsage:
+    """The files under ``root``, each inode once, with their sizes and links."""
     usage = EnvUsage(root)
     for stat in _entries(root):
         file_id = (stat.st_dev, stat.st_ino)
@@ -61,6 +63,7 @@ def measure(root: Path) -> EnvUsage:
 
 
 def envs_under(path: Path) -> list[Path]:
+    """The envs ``path`` names: itself when it is an env (or no folder), else its subfolders."""
     if (path / "pyvenv.cfg").is_file() or not path.is_dir():
         return [path]
     return sorted(child for child in path.iterdir() if child.is_dir() and not child.is_symlink())
@@ -68,6 +71,8 @@ def envs_under(path: Path) -> list[Path]:
 
 @dataclass
 class Report:
+    """The envs measured together: each one's unshared bytes, the total, what is linked outside."""
+
     envs: list[EnvUsage]
     # bytes of each env's inodes that no other measured env links
     alone: dict[Path, int]
@@ -77,6 +82,7 @@ class Report:
 
 
 def report(envs: Iterable[EnvUsage]) -> Report:
+    """The envs compared: each one's bytes no other shares, the total, what is linked elsewhere."""
     envs = list(envs)
     owners: dict[FileId, int] = {}
     sizes: dict[FileId, int] = {}
@@ -95,6 +101,7 @@ def report(envs: Iterable[EnvUsage]) -> Report:
 
 
 def format_report(result: Report) -> str:
+    """The report as a table in MB, with a line saying what its columns mean."""
     width = max([len("total (each file once)"), *(len(str(e.path)) for e in result.envs)])
     lines = [f"{'env':<{width}}  {'size MB':>9}  {'alone MB':>9}"]
     for env in result.envs:
@@ -112,6 +119,7 @@ def format_report(result: Report) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: measures the envs the paths name; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m matrix.tools.envsize", description=__doc__)
     parser.add_argument("paths", nargs="*", type=Path, default=[Path(".tox")])
     args = parser.parse_args(argv)

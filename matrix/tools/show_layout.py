@@ -15,6 +15,7 @@ from matrix.case.model import description_path, shipped_descriptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the ``show-layout`` command's arguments to ``parser``."""
     parser.add_argument("model", help="a shipped model's name, or a model description file")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
     parser.add_argument("--mamba-mode", choices=["none", "align"], default="none")
@@ -69,6 +70,7 @@ def derived(options: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(options: argparse.Namespace) -> int:
+    """Prints the layout vLLM derives, as a table or JSON; returns the exit code."""
     try:
         report = derived(options)
     except (ValueError, CaseFileError) as error:
