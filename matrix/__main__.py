@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -52,20 +53,12 @@ def _run(pytest_args: list[str]) -> int:
     """Every case on the installed vLLM, tables printed, reports under reports/."""
     import pytest
 
-    from matrix.adapters.protocol import UnsupportedRelease
-    from matrix.adapters.selection import select_adapter
-    from matrix.installed import installed_vllm_version
+    from matrix.installed import installed_source, installed_vllm_version
 
     version = installed_vllm_version()
     if version is None:
         print("matrix: cannot run: vLLM is not installed (use tox -e vllm033)", file=sys.stderr)
         return 2
-    try:
-        select_adapter()
-    except UnsupportedRelease as error:
-        print(f"matrix: every cell will skip: {error}", file=sys.stderr)
-    from matrix.installed import installed_source
-
     # A dev build's report never takes the name of the release it may share a version with.
     stem = REPORTS / f"vllm-{version}{'-dev' if installed_source() else ''}"
     args = [
@@ -73,9 +66,20 @@ def _run(pytest_args: list[str]) -> int:
         "-q",
         f"--matrix-report={stem}.json",
         f"--matrix-report={stem}.md",
+        *default_workers(pytest_args),
         *pytest_args,
     ]
     return int(pytest.main(args))
+
+
+def default_workers(pytest_args: list[str]) -> list[str]:
+    """``-n N`` unless the arguments choose (``-n``, ``--numprocesses``, ``-p no:xdist``): a
+    worker per core up to four, each importing vLLM once (seconds) and then running cells.
+    The controller never imports vLLM."""
+    chosen = ("-n", "--numprocesses", "-p")
+    if any(arg.startswith(chosen) for arg in pytest_args):
+        return []
+    return ["-n", str(min(4, os.cpu_count() or 1))]
 
 
 def _explore_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

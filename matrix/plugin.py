@@ -5,7 +5,6 @@ at the end. Thin hooks over pure functions; importing this module imports no tor
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,11 +16,11 @@ from matrix.case.expansion import CASE_SUFFIXES, Cell, cells_from_file
 from matrix.case.loading import CaseFileError, claim_name
 from matrix.case.model import is_model_file
 from matrix.case.shipped import shipped_cases
+from matrix.gpus import pin_worker_gpu
 from matrix.installed import expected_stock
 from matrix.judge.result import CellResult, result_of, skipped_result
-from matrix.report.files import run_info, write_report
-from matrix.report.sections import sections
-from matrix.report.tables import mismatches, render_text, sort_cells
+from matrix.report.files import run_info, terminal_lines, write_report
+from matrix.report.tables import sort_cells
 from matrix.run.user_variants import VariantLoadError, run_variants
 from matrix.run.variants import Variant
 from matrix.variant_names import BuiltInVariant
@@ -77,16 +76,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def gpu_for_worker(worker_id: str | None, gpus: str | None) -> str | None:
-    """The GPU an xdist worker (``gw3``) should see, or None to leave the environment alone."""
-    if not worker_id or not worker_id.startswith("gw") or not gpus:
-        return None
-    ids = [g.strip() for g in gpus.split(",") if g.strip()]
-    if len(ids) < 2:
-        return None
-    return ids[int(worker_id[2:]) % len(ids)]
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Loads the variants, checks the options, registers the collector, pins the worker's GPU."""
     config.addinivalue_line("markers", "matrix: a vLLM KV reservation matrix cell")
@@ -106,10 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[cells_key] = []
     config.stash[ships_key] = expected_stock()
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
-    gpus = config.getoption("matrix_gpus") or os.environ.get("CUDA_VISIBLE_DEVICES")
-    pinned = gpu_for_worker(os.environ.get("PYTEST_XDIST_WORKER"), gpus)
-    if pinned is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = pinned
+    pin_worker_gpu(config.getoption("matrix_gpus"))
 
 
 def _add_shipped_cases(config: pytest.Config) -> None:
@@ -277,6 +263,15 @@ class CellCollector:
                 self.config.stash[cells_key].append(CellResult.from_dict(value))
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run whose every matrix cell was skipped tested nothing: it fails."""
+    if hasattr(session.config, "workerinput") or exitstatus != pytest.ExitCode.OK:
+        return
+    cells = session.config.stash.get(cells_key, [])
+    if cells and all(cell.observed == "skip" for cell in cells):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
@@ -288,18 +283,9 @@ def pytest_terminal_summary(
     if not cells:
         return
     info = run_info()
-    write = terminalreporter.write_line
     terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
-    if info.source:
-        write(f"vLLM from the {info.source.describe()}")
-    for section in sections(cells):
-        write("")
-        write(section.title)
-        write(render_text(section.table))
-    wrong = mismatches(cells)
-    if wrong:
-        write("")
-        write(f"{len(wrong)} cell(s) differ from their expectation (marked !)")
+    for line in terminal_lines(cells, info):
+        terminalreporter.write_line(line)
     for path in config.getoption("matrix_report"):
         write_report(Path(path), cells, info)
         terminalreporter.write_line(f"matrix report written to {path}")

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import HAVE_VLLM, TWO_GROUP_CASE, WriteCase, verdict_of
+from tests.helpers import HAVE_VLLM, WriteCase, verdict_of
 
 pytest_plugins = ["pytester"]
 # Malformed case files that tests feed to the loader; never cases of this suite's own run
@@ -24,7 +24,7 @@ speculative: {method: eagle, num_tokens: 1}
 pool: 24
 requests:
   - {id: a, prompt: 16}
-variants: [stock, fixed]
+variants: [stock]
 matrix:
   method: {path: speculative.method, values: [eagle, ngram]}
   sched: {path: engine.async_scheduling, values: [false, true]}
@@ -78,7 +78,7 @@ def warm_vllm(adapter: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     from matrix.case.expansion import cells_from_file
 
     folder = tmp_path_factory.mktemp("warm")
-    for name, text in {**WARM, "two": TWO_GROUP_CASE}.items():
+    for name, text in WARM.items():
         (folder / f"{name}.yaml").write_text(text)
         for cell in cells_from_file(folder / f"{name}.yaml"):
             if not adapter.unsupported(cell.case.definition):
@@ -90,3 +90,13 @@ def inline(pytester: pytest.Pytester, warm_vllm: None) -> pytest.Pytester:
     """A pytester for ``runpytest_inprocess`` runs of the matrix (a second or so each, where a
     subprocess pays vLLM's import again)."""
     return pytester
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: a test of many seconds, started first")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first: under xdist they then start at once on different workers, and
+    the short ones fill in around them, instead of a slow one starting last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -54,3 +54,14 @@ def verdict_of(adapter: Any, cell: Cell, **options: Any) -> Verdict:
     from matrix.run.cell import run_cell
 
     return judge_run(run_cell(adapter, cell, **options))
+
+
+_shipped: dict[str, Verdict] = {}
+
+
+def shipped_verdict(adapter: Any, cell: Cell) -> Verdict:
+    """A shipped cell's verdict, run once per test process: tests that only read a shipped
+    cell's verdict share it."""
+    if cell.test_id not in _shipped:
+        _shipped[cell.test_id] = verdict_of(adapter, cell)
+    return _shipped[cell.test_id]

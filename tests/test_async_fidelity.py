@@ -11,7 +11,8 @@ import pytest
 
 from matrix.case.engine import Engine
 from matrix.case.expansion import Cell, case_files, cells_from_file
-from tests.helpers import CASES, needs_vllm, verdict_of
+from matrix.judge.verdict import Verdict
+from tests.helpers import CASES, needs_vllm, shipped_verdict, verdict_of
 
 pytestmark = needs_vllm
 
@@ -28,8 +29,7 @@ def with_async(cell: Cell) -> Cell:
     return dataclasses.replace(cell, case=dataclasses.replace(cell.case, definition=spec))
 
 
-def pools_by_kind(cell: Cell, adapter: Any) -> dict[str, list[int]]:
-    verdict = verdict_of(adapter, cell)
+def pools_by_kind(verdict: Verdict) -> dict[str, list[int]]:
     kinds: dict[str, list[int]] = {}
     for outcome in verdict.outcomes:
         kinds.setdefault(outcome.kind, []).append(outcome.pool)
@@ -43,8 +43,8 @@ def test_async_stalls_where_sync_does(adapter: Any, cell: Cell) -> None:
     for unsupported in (adapter.unsupported(c.case.definition) for c in (cell, with_async(cell))):
         if unsupported:
             pytest.skip(unsupported)
-    sync = pools_by_kind(cell, adapter)
-    asynchronous = pools_by_kind(with_async(cell), adapter)
+    sync = pools_by_kind(shipped_verdict(adapter, cell))
+    asynchronous = pools_by_kind(verdict_of(adapter, with_async(cell)))
     assert asynchronous.get("stall", []) == sync.get("stall", []), (
         f"{cell.test_id}: stall pools differ, sync {sync} vs async {asynchronous}"
     )

@@ -4,6 +4,7 @@ the acceptance test: the installed release's own files, changed or not, run as a
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -116,7 +117,8 @@ SELECTED = ["cases/multiple_groups.yaml", "-m", "stock or fixed"]
 def copy_as_checkout(root: Path) -> Path:
     """The installed vLLM's Python files (a source checkout has no compiled extensions). Their
     bytecode caches come along, valid for the copies (same times and sizes), so the runs do
-    not compile vLLM again."""
+    not compile vLLM again. Files are hard links where the filesystem allows: a file the test
+    changes is unlinked first (see ``rewrite``)."""
     installed = Path(metadata.distribution("vllm").locate_file("vllm"))
 
     def not_python(directory: str, names: list[str]) -> list[str]:
@@ -128,8 +130,20 @@ def copy_as_checkout(root: Path) -> Path:
             and not Path(directory, n).is_dir()
         ]
 
-    shutil.copytree(installed, root / "vllm", ignore=not_python)
+    def link(source: str, target: str) -> None:
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+
+    shutil.copytree(installed, root / "vllm", ignore=not_python, copy_function=link)
     return root
+
+
+def rewrite(path: Path, text: str) -> None:
+    """Replaces ``path``'s text without touching a file it is a hard link to."""
+    path.unlink()
+    path.write_text(text)
 
 
 def overlay_env(root: Path) -> Path:
@@ -162,6 +176,7 @@ def run_matrix(python: Path, report: Path) -> dict[str, Any]:
 
 
 @needs_vllm
+@pytest.mark.slow
 def test_a_checkout_runs_as_the_env_s_vllm(tmp_path: Path, inline: pytest.Pytester) -> None:
     from matrix.installed import installed_vllm_version
     from matrix.releases import shipped_variant
@@ -175,7 +190,7 @@ def test_a_checkout_runs_as_the_env_s_vllm(tmp_path: Path, inline: pytest.Pytest
     release = json.loads((inline.path / "r.json").read_text())
 
     scheduler = checkout / "vllm" / "v1" / "core" / "sched" / "scheduler.py"
-    scheduler.write_text(replaced(scheduler.read_text(), (PER_GROUP_MARGIN, ORIGINAL_MARGIN)))
+    rewrite(scheduler, replaced(scheduler.read_text(), (PER_GROUP_MARGIN, ORIGINAL_MARGIN)))
     installed = subprocess.run(
         [python, "-m", "matrix.tools.devsource", str(checkout)],
         cwd=REPO,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from matrix.plugin import gpu_for_worker
+from matrix.gpus import gpu_for_worker
 
 
 def test_workers_round_robin_over_the_listed_gpus() -> None:

@@ -112,7 +112,7 @@ def test_reservations_per_variant(adapter: Any, write_case: WriteCase) -> None:
     for name, variant in VARIANTS.items():
         handle = adapter.build(case, 40)
         variant.apply(handle)
-        margins[name] = handle.state().reserved_blocks
+        margins[name] = handle.reservation()
     # N = 7; block sizes 4 and 8, scheduler block size 8.
     assert margins.pop("stock") == margins[shipped_variant(installed_vllm_version())]
     assert margins == {
@@ -150,7 +150,7 @@ def test_the_shipped_variant_reserves_what_stock_does(adapter: Any, write_case: 
             handle.add_request(request)
         handle.step(set())
         assert [r.status for r in handle.state().requests] == [LOADING, LOADING]
-        reserved[variant.name] = handle.state().reserved_blocks
+        reserved[variant.name] = handle.reservation()
     assert reserved["stock"] == reserved[shipped.name]
     if shipped.name != "none":  # 0.30 reserves nothing here: the loads hold their prompts
         assert reserved["stock"] > 0

@@ -16,10 +16,10 @@ def request(
 
 def trace(*states: tuple[RequestState, ...], stopped: str = "stuck", pool: int = 10) -> RunTrace:
     records = tuple(
-        StepRecord(i + 1, (), SchedulerState(requests, free_blocks=1, reserved_blocks=2), 1)
+        StepRecord(i + 1, (), SchedulerState(requests, free_blocks=1), 1)
         for i, requests in enumerate(states)
     )
-    return RunTrace(pool, records, stopped)  # type: ignore[arg-type]
+    return RunTrace(pool, records, stopped, reserved=2)  # type: ignore[arg-type]
 
 
 def test_completed_load_never_scheduled_is_a_stall() -> None:

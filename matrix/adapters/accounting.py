@@ -13,22 +13,32 @@ from matrix.adapters.protocol import BlockAccount
 
 
 def block_account(scheduler: Any) -> BlockAccount:
-    """Where every block of ``scheduler``'s pool is: free, held (each block once), and by whom."""
+    """Where every block of ``scheduler``'s pool is: free, held (each block once), and, when
+    the count needs explaining (it does not balance, or no request is left), by whom."""
     manager = scheduler.kv_cache_manager
-    held: set[int] = set()  # block ids: a prefix block shared by two requests counts once
-    holders: set[str] = set()
-    for group in manager.coordinator.single_type_managers:
-        for request_id, blocks in group.req_to_blocks.items():
-            ids = {block.block_id for block in blocks if not block.is_null}
-            if ids:
-                holders.add(request_id)
-                held |= ids
+    groups = manager.coordinator.single_type_managers
+    # Block ids: a prefix block shared by two requests counts once.
+    held = {
+        block.block_id
+        for group in groups
+        for blocks in group.req_to_blocks.values()
+        for block in blocks
+        if not block.is_null
+    }
     for _, blocks in scheduler.deferred_frees:
         held |= {block.block_id for block in blocks if not block.is_null}
     pool = manager.block_pool
-    return BlockAccount(
-        pool=pool.num_gpu_blocks,
-        free=pool.get_num_free_blocks(),
-        held=len(held),
-        holders=tuple(sorted(holders)),
-    )
+    free = pool.get_num_free_blocks()
+    holders: tuple[str, ...] = ()
+    if free + len(held) + 1 != pool.num_gpu_blocks or not scheduler.requests:
+        holders = tuple(
+            sorted(
+                {
+                    request_id
+                    for group in groups
+                    for request_id, blocks in group.req_to_blocks.items()
+                    if any(not block.is_null for block in blocks)
+                }
+            )
+        )
+    return BlockAccount(pool=pool.num_gpu_blocks, free=free, held=len(held), holders=holders)

@@ -1,19 +1,12 @@
-"""A case -> the configs a real engine would hand its scheduler: ``VllmConfig`` (model,
-scheduler, cache, speculative decoding, the NIXL connector) and ``KVCacheConfig`` (the KV cache
-groups and the pool). The scheduler only counts blocks, so no tensors are allocated.
-
-A case's groups are written out (:func:`group_spec` turns each into vLLM's spec class, with
-tiny heads: only block counts matter), or derived from a model description by ``layout``
-(vLLM's own per-layer specs and grouping, real page sizes); :func:`with_layout` fills a
-described case's groups from its derived layout, so the rest of the matrix reads them alike.
-"""
+"""A case -> the ``VllmConfig`` a real engine would hand its scheduler (model, scheduler,
+cache, speculative decoding, the NIXL connector), built by vLLM's own config classes once per
+:class:`EngineSettings`. The KV cache layout is ``kv_cache``'s."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from vllm.config import (
     CacheConfig,
     DeviceConfig,
@@ -24,53 +17,13 @@ from vllm.config import (
     SpeculativeConfig,
     VllmConfig,
 )
-from vllm.v1.kv_cache_interface import (
-    ChunkedLocalAttentionSpec,
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-    KVCacheSpec,
-    MambaSpec,
-    MLAAttentionSpec,
-    SlidingWindowSpec,
-)
 
-from matrix.adapters.layout import DerivedLayout, derive_layout
 from matrix.case.format import CaseFile
-from matrix.case.model import (
-    ENGINE_CONFIG_DEFAULT,
-    LayoutSettings,
-    PromptInBlocks,
-    model_directory,
-)
-from matrix.case.parts import Group
+from matrix.case.model import ENGINE_CONFIG_DEFAULT, model_directory
 
 
-def group_spec(group: Group, max_model_len: int, spec_tokens: int) -> KVCacheSpec:
-    """One case group as vLLM's spec (tiny heads: only block counts matter)."""
-    block_size = group.tokens_per_block(max_model_len)
-    attention = {"num_kv_heads": 2, "head_size": 16, "dtype": torch.float32}
-    if group.kind == "full":
-        return FullAttentionSpec(block_size=block_size, **attention)
-    if group.kind == "sliding_window":
-        return SlidingWindowSpec(block_size=block_size, sliding_window=group.window, **attention)
-    if group.kind == "chunked_local":
-        chunk = group.window
-        return ChunkedLocalAttentionSpec(
-            block_size=block_size, attention_chunk_size=chunk, **attention
-        )
-    if group.kind == "mla":
-        return MLAAttentionSpec(block_size=block_size, **attention)
-    return MambaSpec(
-        block_size=block_size,
-        shapes=((16,),),
-        dtypes=(torch.float32,),
-        mamba_cache_mode=group.mamba_mode,
-        num_speculative_blocks=spec_tokens,
-    )
-
-
-def _cache_block_size(case: CaseFile) -> int:
+def cache_block_size(case: CaseFile) -> int:
+    """The engine's cache block size: the smallest attention group's block."""
     sizes = [
         g.block_size for g in case.groups if g.kind != "mamba" and isinstance(g.block_size, int)
     ]
@@ -140,7 +93,7 @@ def engine_settings(case: CaseFile) -> EngineSettings:
         model_dir=model_dir,
         max_model_len=case.max_model_len,
         scheduler=tuple(sorted(_scheduler_settings(case).items())),
-        block_size=_cache_block_size(case),
+        block_size=cache_block_size(case),
         prefix_caching=_prefix_caching(case),
         mamba_mode=mamba_modes[0] if mamba_modes else None,
         speculative=(speculative.method, speculative.num_tokens) if speculative else None,
@@ -223,81 +176,3 @@ def build_vllm_config(settings: EngineSettings) -> VllmConfig:
     # Without a GPU the platform turns the hybrid manager off; a real engine would have it on.
     config.scheduler_config.disable_hybrid_kv_cache_manager = False
     return config
-
-
-def kv_cache_config_for(case: CaseFile, pool: int) -> KVCacheConfig:
-    """The KV cache layout the engine would hand the scheduler: one group per case group, and
-    no tensors (the scheduler only counts blocks)."""
-    if case.described is not None:
-        groups = list(layout_for(case).specs)
-        return KVCacheConfig(num_blocks=pool, kv_cache_tensors=[], kv_cache_groups=groups)
-    # Real engines give a Mamba group one extra state block per speculative token.
-    spec_tokens = _spec_tokens(case)
-    return KVCacheConfig(
-        num_blocks=pool,
-        kv_cache_tensors=[],
-        kv_cache_groups=[
-            KVCacheGroupSpec([f"layer.{index}"], group_spec(g, case.max_model_len, spec_tokens))
-            for index, g in enumerate(case.groups)
-        ],
-    )
-
-
-def _spec_tokens(case: CaseFile) -> int:
-    return case.speculative.num_tokens if case.speculative else 0
-
-
-_layouts: dict[tuple[str, LayoutSettings, int, EngineSettings], DerivedLayout] = {}
-
-
-def layout_for(case: CaseFile) -> DerivedLayout:
-    """A described model's layout as the installed vLLM derives it, once per set of what the
-    derivation reads. Raises ``layout.LayoutError`` when it cannot."""
-    assert case.described is not None
-    engine = engine_settings(case.model_copy(update={"groups": []}))
-    key = (case.described.model_dump_json(), case.layout, _spec_tokens(case), engine)
-    if key not in _layouts:
-        # A fresh config: the derivation sets its block size as the engine's alignment would.
-        derived = derive_layout(
-            case.described, case.layout, _spec_tokens(case), build_vllm_config(engine)
-        )
-        _layouts[key] = derived
-    return _layouts[key]
-
-
-def case_groups(case: CaseFile) -> list[Group]:
-    """The groups a case runs: written out, or a described model's derived layout."""
-    if case.described is None:
-        return list(case.groups)
-    return [group.as_group() for group in layout_for(case).groups]
-
-
-def with_layout(case: CaseFile) -> CaseFile:
-    """The case with its groups (a described model's from its derived layout) and its prompts
-    in tokens (one given in blocks counts the cache's attention block size)."""
-    if case.described is not None:
-        case = case.model_copy(update={"groups": case_groups(case)})
-    block_size = _cache_block_size(case)
-    requests = []
-    for request in case.requests:
-        if isinstance(request.prompt, PromptInBlocks):
-            tokens = request.prompt.blocks * block_size + request.prompt.offset
-            if not 0 < tokens <= case.max_model_len - request.max_tokens:
-                raise ValueError(
-                    f"request {request.id}: a prompt of {tokens} tokens (blocks of "
-                    f"{block_size}) and {request.max_tokens} more do not fit max_model_len "
-                    f"{case.max_model_len}"
-                )
-            request = request.model_copy(update={"prompt": tokens})
-        requests.append(request)
-    return case.model_copy(update={"requests": requests})
-
-
-def scheduler_block_sizes(case: CaseFile) -> tuple[int, int]:
-    """The scheduler's block size and the block size prefix-cache hashes are computed at, as
-    vLLM resolves them from the layout."""
-    from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
-
-    case = with_layout(case)
-    sizes = resolve_kv_cache_block_sizes(kv_cache_config_for(case, 2), vllm_config_for(case, 2))
-    return int(sizes[0]), int(sizes[1])

@@ -10,20 +10,23 @@ and each release's module (``v0_30`` ...) implements them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from vllm.config import VllmConfig
 from vllm.sampling_params import SamplingParams
 from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, resolve_kv_cache_block_sizes
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.kv_cache_interface import MambaSpec
+from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec, MambaSpec
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 
 from matrix.adapters.accounting import block_account
-from matrix.adapters.config import kv_cache_config_for, vllm_config_for
+from matrix.adapters.config import vllm_config_for
 from matrix.adapters.engine_loop import EngineLoop, Worker
+from matrix.adapters.kv_cache import kv_cache_config_for
 from matrix.adapters.protocol import (
     FINISHED,
     LOADING,
@@ -49,6 +52,20 @@ def distinct_prompt(request_id: str, length: int) -> list[int]:
     return [(seed * 31 + index * 17) % 1000 + 1 for index in range(length)]
 
 
+def remote_prefill(request_id: str, prompt_tokens: int) -> dict[str, Any]:
+    """NIXL's ``kv_transfer_params`` of a request whose prompt's KV a prefill instance holds:
+    the decode instance loads it asynchronously."""
+    return {
+        "do_remote_prefill": True,
+        "do_remote_decode": False,
+        "remote_engine_id": "prefill-0",
+        "remote_request_id": request_id,
+        "remote_block_ids": list(range(prompt_tokens)),
+        "remote_host": "127.0.0.1",
+        "remote_port": 1,
+    }
+
+
 def status_of(status: RequestStatus) -> Status:
     """vLLM's status in the verdict's words (see ``protocol.Status``)."""
     if RequestStatus.is_finished(status):
@@ -59,24 +76,64 @@ def status_of(status: RequestStatus) -> Status:
     return WAITING
 
 
+@dataclass(frozen=True)
+class Blueprint:
+    """What every scheduler built for one case shares, whatever its pool size."""
+
+    case: CaseFile
+    config: VllmConfig
+    groups: tuple[KVCacheGroupSpec, ...]
+    block_size: int
+    hash_block_size: int
+    block_hasher: Callable[[Request], list[Any]]
+
+
+# The last case's blueprint: a cell builds its schedulers, one per pool size, from one case
+# object, and so does an explore trial. Kept by identity, so holding it keeps the key alive.
+_last_blueprint: list[Blueprint] = []
+
+
+def blueprint(case: CaseFile) -> Blueprint:
+    """The configs, KV cache groups and block sizes of ``case``'s schedulers."""
+    if _last_blueprint and _last_blueprint[0].case is case:
+        return _last_blueprint[0]
+    config = vllm_config_for(case, 2)
+    kv_cache_config = kv_cache_config_for(case, 2)
+    block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, config)
+    made = Blueprint(
+        case,
+        config,
+        tuple(kv_cache_config.kv_cache_groups),
+        block_size,
+        hash_block_size,
+        get_request_block_hasher(hash_block_size, sha256),
+    )
+    _last_blueprint[:] = [made]
+    return made
+
+
 class Handle:
-    """A real vLLM scheduler for one case and pool size; releases implement the hooks at its end."""
+    """One real scheduler built for one case and pool size, and the simulated engine around
+    it; the release-specific hooks at its end are implemented by each release's module."""
 
     def __init__(self, case: CaseFile, pool: int) -> None:
-        config = vllm_config_for(case, pool)
-        kv_cache_config = kv_cache_config_for(case, pool)
-        block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, config)
+        plan = blueprint(case)
+        config = plan.config
+        config.cache_config.num_gpu_blocks = pool
+        kv_cache_config = KVCacheConfig(
+            num_blocks=pool, kv_cache_tensors=[], kv_cache_groups=list(plan.groups)
+        )
         # The engine's choice of scheduler class (EngineCore picks it from the same setting).
         scheduler_class = AsyncScheduler if config.scheduler_config.async_scheduling else Scheduler
         self.scheduler: Any = scheduler_class(
             config,
             kv_cache_config,
             StructuredOutputManager(config),
-            block_size=block_size,
-            hash_block_size=hash_block_size,
+            block_size=plan.block_size,
+            hash_block_size=plan.hash_block_size,
             log_stats=False,
         )
-        self._block_hasher = get_request_block_hasher(hash_block_size, sha256)
+        self._block_hasher = plan.block_hasher
         self._known: list[str] = []
         self._prompts: dict[str, list[int]] = {}
         speculative = case.speculative
@@ -103,15 +160,7 @@ class Handle:
         params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True)
         if spec.async_load:
             params.extra_args = {
-                "kv_transfer_params": {
-                    "do_remote_prefill": True,
-                    "do_remote_decode": False,
-                    "remote_engine_id": "prefill-0",
-                    "remote_request_id": spec.id,
-                    "remote_block_ids": list(range(spec.prompt_tokens())),
-                    "remote_host": "127.0.0.1",
-                    "remote_port": 1,
-                }
+                "kv_transfer_params": remote_prefill(spec.id, spec.prompt_tokens())
             }
         prompt = distinct_prompt(spec.id, spec.prompt_tokens())
         if spec.prefix is not None:
@@ -152,7 +201,7 @@ class Handle:
         return not (scheduler.requests or self.engine.batch_queue or scheduler.deferred_frees)
 
     def state(self) -> SchedulerState:
-        """Every request the case added (finished once it left), the free blocks and reservation."""
+        """Every request the case added (finished once it left) and the free blocks."""
         scheduler = self.scheduler
         requests = []
         for request_id in self._known:
@@ -171,10 +220,12 @@ class Handle:
                 )
             )
         return SchedulerState(
-            tuple(requests),
-            scheduler.kv_cache_manager.block_pool.get_num_free_blocks(),
-            scheduler._inflight_prefill_reserved_blocks() + self.stock_margin(),
+            tuple(requests), scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
         )
+
+    def reservation(self) -> int:
+        """What an async-load admission keeps free now (see ``SchedulerHandle.reservation``)."""
+        return int(self.scheduler._inflight_prefill_reserved_blocks()) + self.stock_margin()
 
     def remaining_blocks(self, request: Any, spec_tokens_through_coordinator: bool) -> int:
         """Blocks an in-flight load still needs to hold its whole sequence; with

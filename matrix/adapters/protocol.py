@@ -60,7 +60,6 @@ class SchedulerState:
 
     requests: tuple[RequestState, ...]
     free_blocks: int
-    reserved_blocks: int  # what an async-load admission would keep free right now
 
 
 @dataclass(frozen=True)
@@ -136,7 +135,13 @@ class SchedulerHandle(Protocol):
         ...
 
     def state(self) -> SchedulerState:
-        """Every request's state, the free blocks and the reservation, now."""
+        """Every request's state and the free blocks, now."""
+        ...
+
+    def reservation(self) -> int:
+        """Blocks an async-load admission would keep free now: what the in-flight loads still
+        need, and the admission's own margin. (Read when a run stops: it follows from the
+        state, and counting it costs a coordinator call per load.)"""
         ...
 
     def install_reservation(

@@ -11,8 +11,9 @@ from typing import Any, ClassVar
 
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from matrix.adapters.config import async_refusal, case_groups, with_layout
+from matrix.adapters.config import async_refusal
 from matrix.adapters.handle import Handle
+from matrix.adapters.kv_cache import case_groups, with_layout
 from matrix.adapters.layout import LayoutError
 from matrix.adapters.requirements import (
     SHARED_REQUIREMENTS,

@@ -52,13 +52,17 @@ def _first_step_reported_done(trace: RunTrace, request_id: str) -> int | None:
     return None
 
 
+def _blocks(count: int | None) -> str:
+    return "unknown" if count is None else f"{count} blocks"
+
+
 def _where(trace: RunTrace) -> str:
     if not trace.steps:
         return f"pool {trace.pool} blocks"
     last = trace.steps[-1]
     return (
         f"pool {trace.pool} blocks, {last.state.free_blocks} free, "
-        f"reservation in force {last.state.reserved_blocks} blocks, after step {last.step}"
+        f"reservation in force {_blocks(trace.reserved)}, after step {last.step}"
     )
 
 

@@ -15,7 +15,13 @@ from matrix.installed import Source, installed_source, installed_vllm_version
 from matrix.judge.result import CellResult
 from matrix.releases import release_label, shipped_variant
 from matrix.report.sections import sections
-from matrix.report.tables import mismatches, render_markdown, sort_cells, tightness_table
+from matrix.report.tables import (
+    mismatches,
+    render_markdown,
+    render_text,
+    sort_cells,
+    tightness_table,
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,19 @@ def markdown_report(cells: Sequence[CellResult], info: RunInfo) -> str:
         parts += [f"- `{c.case}-{c.variant}`: {c.detail}" for c in wrong]
         parts += [""]
     return "\n".join(parts[:-1]) + "\n"
+
+
+def terminal_lines(cells: Sequence[CellResult], info: RunInfo) -> list[str]:
+    """The results as the terminal summary shows them: every section as aligned text."""
+    lines = [f"vLLM from the {info.source.describe()}"] if info.source else []
+    for section in sections(cells):
+        lines += ["", section.title, render_text(section.table)]
+    wrong = mismatches(cells)
+    if wrong:
+        lines += ["", f"{len(wrong)} cell(s) differ from their expectation (marked !)"]
+    if all(cell.observed == "skip" for cell in cells):
+        lines += ["", f"every cell was skipped, so the run fails: {cells[0].detail}"]
+    return lines
 
 
 def json_report(cells: Sequence[CellResult], info: RunInfo) -> dict[str, Any]:

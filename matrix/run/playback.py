@@ -42,14 +42,13 @@ SETTLE_STEPS = 4
 class CellTimeout(Exception):
     """A cell ran past its wall-clock limit (``limits.seconds``); carries the last state."""
 
-    def __init__(self, step: int, state: SchedulerState) -> None:
+    def __init__(self, step: int, state: SchedulerState, reserved: int) -> None:
         requests = ", ".join(
             f"{r.request_id} {state_name(r)} ({r.num_computed_tokens} tokens computed)"
             for r in state.requests
         )
         super().__init__(
-            f"at step {step}: {requests}; {state.free_blocks} blocks free, "
-            f"{state.reserved_blocks} reserved"
+            f"at step {step}: {requests}; {state.free_blocks} blocks free, {reserved} reserved"
         )
 
 
@@ -68,6 +67,7 @@ class Playback:
     # Aborted while loading: its blocks are freed once the worker reports the transfer.
     orphaned_loads: set[str] = field(default_factory=set)
     leak: str = ""  # the first block accounting violation
+    reserved: int | None = None  # the reservation in force when the run stopped
     deadline: float = math.inf  # on ``clock``; checked after every step
     clock: Callable[[], float] = monotonic  # injected by tests that need time to pass
     # The state before the first step, read once: the checks before a run's first step ask for
@@ -83,32 +83,36 @@ class Playback:
         return self._before_first_step
 
     def _unreported_loads(self) -> set[str]:
+        """Loads in flight that the worker has not reported: loading requests' and aborted
+        ones' (whose blocks wait for the transfer)."""
+        requests = self.state().requests
         loading = {
-            r.request_id
-            for r in self.state().requests
-            if r.status == LOADING and not r.load_reported_done
+            r.request_id for r in requests if r.status == LOADING and not r.load_reported_done
         }
-        reported = {r.request_id for r in self.state().requests if r.load_reported_done}
+        if not self.orphaned_loads:
+            return loading
+        reported = {r.request_id for r in requests if r.load_reported_done}
         return loading | (self.orphaned_loads - reported)
 
-    def _deliverable(self) -> set[str]:
-        """Requested completions of loads in flight that the connector has not reported yet."""
+    def _loads_to_report(self) -> tuple[set[str], frozenset[str]]:
+        """What the worker reports in the next step: the loads that finish (asked for by an
+        event, or due ``complete_load_after`` steps after admission), and those that fail."""
+        unreported = self._unreported_loads()
+        if not unreported:
+            return set(), frozenset()
+        failing = frozenset(unreported & self.failures_requested)
         next_step = len(self.records) + 1
         due = {
             request_id
             for request_id, delay in self.completion_delays.items()
             if request_id in self.admitted_at and self.admitted_at[request_id] + delay <= next_step
         }
-        return self._unreported_loads() & (self.completions_requested | due)
-
-    def _failing(self) -> frozenset[str]:
-        return frozenset(self._unreported_loads() & self.failures_requested)
+        return (unreported & (self.completions_requested | due)) - failing, failing
 
     def step(self, record: bool = True) -> None:
         """One engine step with the loads due to complete or fail; recorded unless ``record`` is
         false, then the blocks and the deadline checked."""
-        failing = self._failing()
-        outcome = self.handle.step(self._deliverable() - failing, failing)
+        outcome = self.handle.step(*self._loads_to_report())
         state = self.handle.state()
         self._before_first_step = None  # a step, recorded or not, moves the scheduler on
         step = len(self.records) + 1
@@ -122,12 +126,15 @@ class Playback:
             )
         self._check_blocks(step, outcome)
         if self.clock() > self.deadline:
-            raise CellTimeout(step, state)
+            raise CellTimeout(step, state, self.handle.reservation())
 
     def _check_blocks(self, step: int, outcome: StepOutcome) -> None:
-        if not self.leak:
+        if self.leak:
+            return
+        account = self.handle.accounting()
+        if account.missing():
             involved = sorted(outcome.scheduled_tokens) or None
-            self.leak = self.handle.accounting().unbalanced(f"after step {step}", involved) or ""
+            self.leak = account.unbalanced(f"after step {step}", involved) or ""
 
     def abort(self, request_ids: list[str]) -> None:
         """Aborts these requests; a load in flight among them keeps its blocks until reported."""
@@ -142,8 +149,9 @@ class Playback:
 
     def all_finished(self) -> bool:
         """Every request finished, and every aborted load's transfer reported."""
-        finished = all(r.status == FINISHED for r in self.state().requests)
-        return finished and not (self.orphaned_loads & self._unreported_loads())
+        if any(r.status != FINISHED for r in self.state().requests):
+            return False
+        return not (self.orphaned_loads and self.orphaned_loads & self._unreported_loads())
 
     def stuck(self) -> bool:
         """Whether the run can never change: the same state, nothing scheduled or to deliver."""
@@ -153,7 +161,8 @@ class Playback:
         recent = self.records[-(STUCK_AFTER + 1) :]
         if not all(not r.scheduled and r.state == recent[0].state for r in recent):
             return False
-        return not (self._deliverable() or self._failing())
+        finishing, failing = self._loads_to_report()
+        return not (finishing or failing)
 
     def run(self, bound: RunBound) -> StopReason:
         """Steps until done or stuck; the remote side completes each load its
@@ -165,12 +174,17 @@ class Playback:
                 return self.settle()
             self.step()
             if self.stuck():
+                self.reserved = self.handle.reservation()
                 return "stuck"
-        return self.settle() if self.all_finished() else "step_bound"
+        if self.all_finished():
+            return self.settle()
+        self.reserved = self.handle.reservation()
+        return "step_bound"
 
     def settle(self) -> StopReason:
         """Every request finished: let batches in flight and deferred frees land (unrecorded,
         so step counts are the requests'), then every block must be free again."""
+        self.reserved = self.handle.reservation()
         for _ in range(SETTLE_STEPS):
             if self.handle.settled():
                 break

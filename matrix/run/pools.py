@@ -36,14 +36,34 @@ def run_pool(
         playback = Playback(handle, case, deadline=deadline, clock=clock)
         stopped, unmet = play(playback, list(case.events))
         return RunTrace(
-            pool, tuple(playback.records), stopped, unmet_expectation=unmet, leak=playback.leak
+            pool,
+            tuple(playback.records),
+            stopped,
+            unmet_expectation=unmet,
+            leak=playback.leak,
+            reserved=playback.reserved,
         )
     except CellTimeout:
         raise
     except Exception as error:  # vLLM raising is an outcome to report, not a crash
-        records = tuple(playback.records) if playback else ()
-        leak = playback.leak if playback else ""
-        return RunTrace(pool, records, "error", f"{type(error).__name__}: {error}", leak=leak)
+        if playback is None:
+            return RunTrace(pool, (), "error", f"{type(error).__name__}: {error}")
+        return RunTrace(
+            pool,
+            tuple(playback.records),
+            "error",
+            f"{type(error).__name__}: {error}",
+            leak=playback.leak,
+            reserved=_reservation(playback),
+        )
+
+
+def _reservation(playback: Playback) -> int | None:
+    """The reservation after vLLM raised, if it can still be read."""
+    try:
+        return playback.handle.reservation()
+    except Exception:  # the scheduler is in whatever state the error left it
+        return None
 
 
 def pool_sizes(case: CaseFile, fit: int | None = None) -> list[int]:

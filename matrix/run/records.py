@@ -34,6 +34,9 @@ class RunTrace:
     message: str = ""  # the error, when stopped is "error"
     unmet_expectation: str = ""  # the first step expectation that did not hold
     leak: str = ""  # the first block accounting violation
+    # The reservation in force when the run stopped (SchedulerHandle.reservation); None when
+    # it could not be read (vLLM raised).
+    reserved: int | None = None
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ def derived(options: argparse.Namespace) -> dict[str, Any]:
     from matrix.installed import installed_vllm_version
 
     select_adapter()  # vLLM's start-up switches, and a release the adapters drive
-    from matrix.adapters.config import layout_for, scheduler_block_sizes
+    from matrix.adapters.kv_cache import layout_for, scheduler_block_sizes
 
     layout = layout_for(case)
     scheduler_block, hash_block = scheduler_block_sizes(case)
