@@ -46,6 +46,11 @@ def _validate(paths: list[Path], references: list[str]) -> int:
             problems += 1
         else:
             print(f"{path}: ok, {len(cells)} cells")
+            for case in {cell.case.case_id: cell.case for cell in cells}.values():
+                warning = case.redundant_stock()
+                if warning:
+                    line = case.expectation_line("stock")
+                    print(f"{path}:{line}: warning: [{case.case_id}] {warning}")
     return 1 if problems else 0
 
 

@@ -21,6 +21,40 @@ def test_validate_reports_each_file(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert lines[1] == f"{tmp_path / 'good.yaml'}: ok, 18 cells"
 
 
+REDUNDANT = """\
+name: r
+groups: [{kind: full, block_size: 4}]
+speculative: {method: eagle, num_tokens: 1}
+pool: 20
+requests: [{id: a, prompt: 16}]
+expect: {stock: fail, original: fail, fixed: fail}
+"""
+
+
+def test_validate_warns_where_expect_stock_repeats_a_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Stock follows its release unless a case says otherwise; saying what 0.31-0.33 ship
+    holds 0.30's stock to it too, which was how 0.30's env came to fail 18 model cells."""
+    (tmp_path / "r.yaml").write_text(REDUNDANT)
+    (tmp_path / "all.yaml").write_text(
+        REDUNDANT.replace("name: r", "name: all").replace(
+            "expect: {stock: fail, original: fail, fixed: fail}", "expect: {stock: pass}"
+        )
+    )
+    assert main(["validate", str(tmp_path)]) == 0  # a warning, not an error
+    out = capsys.readouterr().out
+    assert (
+        f"{tmp_path / 'r.yaml'}:6: warning: [r] expect.stock: fail repeats what 0.31, 0.32, "
+        "0.33 ship, and holds stock to it where 0.30 ships none (pass) too: drop it, so "
+        "stock follows its release"
+    ) in out
+    assert "[all] expect.stock: pass repeats what every release ships: drop it" in out
+    capsys.readouterr()
+    assert main(["validate", str(CASES)]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
 def test_schema_is_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)

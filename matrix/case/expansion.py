@@ -19,7 +19,7 @@ from matrix.case.loading import CaseFileError, LoadedDocument, Location, read_do
 from matrix.case.model import DESCRIPTIONS_FOLDER, is_model_file
 from matrix.case.parts import Axis
 from matrix.case.shipped import shipped_cases as shipped_cases
-from matrix.releases import NEWEST_SHIPPED
+from matrix.releases import NEWEST_SHIPPED, RELEASES
 from matrix.variant_names import VARIANT_NAMES, BuiltInVariant
 
 
@@ -38,6 +38,27 @@ class Case:
     def expectation_line(self, variant: str) -> int:
         """The line where ``variant``'s expectation is written, else the line of the case's name."""
         return dict(self.expectation_lines).get(variant, self.line)
+
+    def redundant_stock(self) -> str | None:
+        """Why this case's ``expect.stock`` should go, when it repeats what a release ships:
+        stock is held to its release's shipped variant's expectation unless ``expect.stock``
+        says otherwise, which then holds on every release alike."""
+        stated = self.definition.expect.get("stock")
+        if stated is None:
+            return None
+        shipped = {release: info.ships for release, info in RELEASES.items()}
+        expected = self.definition.expectation_for
+        same = [r for r, ships in shipped.items() if expected(ships) == stated]
+        if not same:
+            return None
+        other = {r: f"{ships} ({expected(ships)})" for r, ships in shipped.items() if r not in same}
+        if not other:
+            return f"expect.stock: {stated} repeats what every release ships: drop it"
+        elsewhere = ", ".join(f"{r} ships {what}" for r, what in other.items())
+        return (
+            f"expect.stock: {stated} repeats what {', '.join(same)} ship, and holds stock to it "
+            f"where {elsewhere} too: drop it, so stock follows its release"
+        )
 
     @property
     def column(self) -> str | None:
