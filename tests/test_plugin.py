@@ -96,6 +96,7 @@ SUBSET = (
 
 
 @pytest.mark.slow
+@pytest.mark.once
 def test_xdist_gives_the_same_cells(inline: pytest.Pytester) -> None:
     """Under xdist the controller's tables and report hold exactly the cells of a serial run:
     every cell crossed from a worker's process as a report property. (One worker: each
