@@ -6,8 +6,9 @@ this package, ``protocol`` or ``selection`` imports no vLLM.
 
 Modules: ``protocol`` (what the harness sees), ``selection`` (the installed release's adapter,
 its requirements probed), ``runtime`` (vLLM's start-up switches), ``config`` (a case ->
-``VllmConfig`` and ``KVCacheConfig``), ``layout`` (a described model's groups), ``handle``
-(one real scheduler, stepped through ``engine_loop`` and counted by ``accounting``),
+``VllmConfig``), ``kv_cache`` (a case -> ``KVCacheConfig``; a described model's groups from
+``layout``), ``blueprint`` (what a case's schedulers share), ``handle`` (one real scheduler,
+stepped through ``engine_loop`` and counted by ``accounting``),
 ``requirements`` (what an adapter needs of vLLM), and one module per release difference:
 ``v0_30`` (the oldest), ``v0_31``, ``v0_32`` (also 0.33).
 """
