@@ -105,6 +105,16 @@ class StepOutcome:
     free_blocks_while_running: int
 
 
+@dataclass(frozen=True)
+class Startable:
+    """The smallest KV pool an engine serving a case's requests starts with, as the release's
+    own start-up sizing decides it (the least memory its check accepts, in blocks), or why it
+    cannot be computed."""
+
+    blocks: int | None
+    reason: str = ""  # why ``blocks`` is None; what the figure rests on otherwise
+
+
 class SchedulerHandle(Protocol):
     """One real vLLM scheduler built for one case and pool size."""
 
@@ -180,6 +190,11 @@ class VersionAdapter(Protocol):
         """The case with its KV cache groups: a described model's, derived by this release."""
         ...
 
+    def startable(self, case: CaseFile) -> Startable:
+        """The smallest pool this release starts an engine with for ``case``'s requests: its
+        layout with ``max_model_len`` the longest request's tokens, speculative ones included."""
+        ...
+
 
 @dataclass(frozen=True)
 class Refused:
@@ -200,3 +215,7 @@ class Refused:
     def resolve(self, case: CaseFile) -> CaseFile:
         """The case unchanged: without a release, no layout is derived."""
         return case
+
+    def startable(self, case: CaseFile) -> Startable:
+        """No figure: without a release there is no start-up sizing."""
+        return Startable(None, self.reason)
