@@ -19,3 +19,18 @@ FailureKind = Literal[
     "error",
     "timeout",
 ]
+
+# How bad a failing pool is, worst first: whether a deployment can reach it, judged by the
+# pool against the case's fit and the smallest pool vLLM's start-up sizing gives its engine
+# (``matrix.judge.severity`` classifies; the README's severity table says what each means).
+Severity = Literal[
+    "deadlock",
+    "leak",
+    "error",
+    "timeout",
+    "sizer",
+    "unpromotable",
+    "over_reservation",
+    "expectation",
+    "undersized",
+]

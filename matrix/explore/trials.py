@@ -94,7 +94,7 @@ def trial(
 def _fit(adapter: VersionAdapter, case: CaseFile) -> int:
     """The case's fit, measured per request so each request alone is measured once."""
     alone = (case.model_copy(update={"requests": [r]}) for r in case.requests)
-    return max(measure_fit(adapter, one) for one in alone)
+    return max(measure_fit(adapter, one).blocks for one in alone)
 
 
 def _scan(

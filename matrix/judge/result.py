@@ -9,8 +9,10 @@ from typing import Any, Literal
 
 from matrix.case.expansion import Cell
 from matrix.judge.runs import RunKind
+from matrix.judge.severity import PoolFailure
 from matrix.judge.tightness import over_reservation
 from matrix.judge.verdict import Verdict, expectation_met
+from matrix.outcomes import Severity
 
 Observed = Literal["pass", "fail", "skip"]
 CellKind = Literal[RunKind, "skipped"]
@@ -37,6 +39,13 @@ class CellResult:
     # Blocks reserved beyond need: the smallest pool from which every size finishes, minus
     # the fit (see matrix/judge/tightness.py); None when the largest pool swept does not finish.
     over_reservation: int | None = None
+    # The smallest pool vLLM's start-up sizing gives an engine serving these requests (None:
+    # it cannot be computed, startable_reason says why), each unfinished pool with how bad it
+    # is, and the worst (see matrix/judge/severity.py).
+    startable: int | None = None
+    startable_reason: str = ""
+    failures: tuple[PoolFailure, ...] = ()
+    severity: Severity | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data (a report's cell, an xdist report property)."""
@@ -45,8 +54,11 @@ class CellResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellResult:
-        """The record a :meth:`to_dict` wrote."""
-        return cls(**{**data, "failing_pools": tuple(data.get("failing_pools", ()))})
+        """The record a :meth:`to_dict` wrote (reports written before a field existed get its
+        default)."""
+        failures = tuple(PoolFailure(**f) for f in data.get("failures", ()))
+        pools = tuple(data.get("failing_pools", ()))
+        return cls(**{**data, "failing_pools": pools, "failures": failures})
 
 
 def result_of(cell: Cell, verdict: Verdict) -> CellResult:
@@ -64,6 +76,10 @@ def result_of(cell: Cell, verdict: Verdict) -> CellResult:
         failing_pools=verdict.failing_pools,
         case_digest=digest,
         over_reservation=over_reservation(verdict.outcomes, verdict.fit),
+        startable=verdict.startable,
+        startable_reason=verdict.startable_reason,
+        failures=verdict.failures,
+        severity=verdict.severity,
     )
 
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from matrix.judge.runs import RunKind, RunOutcome, classify_run
+from matrix.judge.severity import PoolFailure, pool_failures, worst
+from matrix.outcomes import Severity
 from matrix.run.records import CellRun
 
 
@@ -25,19 +27,38 @@ class Verdict:
     failing_pools: tuple[int, ...] = ()  # the pool sizes whose outcome is not acceptable
     # Identifies the layout a described model ran with on this release (see CellRun).
     layout_digest: str = ""
+    # How bad each unfinished pool is (matrix/judge/severity.py), and the worst; judged
+    # against the fit and the smallest pool vLLM's start-up sizing gives (None: unknown).
+    startable: int | None = None
+    startable_reason: str = ""
+    failures: tuple[PoolFailure, ...] = ()
+    severity: Severity | None = None
 
 
 def judge_run(run: CellRun) -> Verdict:
     """The verdict of a cell's runs (see :func:`judge_cell`); a case that could not run is an
     ``error``, a cell past its deadline a ``timeout`` naming where it was."""
     outcomes = tuple(classify_run(trace) for trace in run.traces)
+    startable, reason = run.startable.blocks, run.startable.reason
+    failures = pool_failures(outcomes, run.fit, startable)
     if run.error:
-        return Verdict("fail", "error", run.error, run.fit, outcomes)
+        verdict = Verdict("fail", "error", run.error, run.fit, outcomes)
+        return replace(verdict, startable=startable, startable_reason=reason, severity="error")
     if run.timeout:
         pools = (run.timeout_pool,) if run.timeout_pool else ()
-        return Verdict("fail", "timeout", run.timeout, run.fit, outcomes, pools)
-    verdict = judge_cell(outcomes, run.fit, run.fit_slack)
-    return replace(verdict, layout_digest=run.layout_digest)
+        verdict = Verdict("fail", "timeout", run.timeout, run.fit, outcomes, pools)
+        severity: Severity | None = "timeout"
+    else:
+        verdict = judge_cell(outcomes, run.fit, run.fit_slack)
+        severity = worst(failures)
+    return replace(
+        verdict,
+        layout_digest=run.layout_digest,
+        startable=startable,
+        startable_reason=reason,
+        failures=failures,
+        severity=severity,
+    )
 
 
 def acceptable(outcome: RunOutcome, fit: int, slack: int = 0) -> bool:
@@ -54,7 +75,8 @@ def acceptable(outcome: RunOutcome, fit: int, slack: int = 0) -> bool:
     return outcome.pool < fit
 
 
-def _pool_ranges(pools: Sequence[int]) -> str:
+def pool_ranges(pools: Sequence[int]) -> str:
+    """``4-6, 9``: pool sizes as runs of consecutive ones."""
     spans: list[list[int]] = []
     for pool in pools:
         if spans and pool == spans[-1][1] + 1:
@@ -72,9 +94,9 @@ def judge_cell(outcomes: Sequence[RunOutcome], fit: int, slack: int = 0) -> Verd
     if not failures:
         finished = [o.pool for o in outcomes if o.kind == "finished"]
         unfinished = [o.pool for o in outcomes if o.kind != "finished"]
-        detail = f"finished at pools {_pool_ranges(finished)}" if finished else "nothing finished"
+        detail = f"finished at pools {pool_ranges(finished)}" if finished else "nothing finished"
         if unfinished:
-            detail += f"; unfinished below the fit ({fit_text}) at {_pool_ranges(unfinished)}"
+            detail += f"; unfinished below the fit ({fit_text}) at {pool_ranges(unfinished)}"
         if outcomes and max(o.pool for o in outcomes) < fit:
             detail += "; no pool reaches the fit, so only stalls and errors were checked"
         return Verdict("pass", "finished", detail, fit, tuple(outcomes))
@@ -82,7 +104,7 @@ def judge_cell(outcomes: Sequence[RunOutcome], fit: int, slack: int = 0) -> Verd
     same_kind = [o.pool for o in failures if o.kind == first.kind]
     other_kinds = sorted({o.kind for o in failures} - {first.kind})
     detail = (
-        f"{first.kind} at pools {_pool_ranges(same_kind)} ({fit_text}); "
+        f"{first.kind} at pools {pool_ranges(same_kind)} ({fit_text}); "
         f"pool {first.pool}: {first.diagnosis}"
     )
     if other_kinds:

@@ -7,13 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matrix.judge.result import CellResult
-from matrix.report.tables import (
-    Table,
-    case_table,
-    models_table,
-    summary_table,
-    tightness_table,
-)
+from matrix.report.models import models_table
+from matrix.report.tables import Table, case_table, summary_table, tightness_table
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ Pure: works on :class:`~matrix.judge.result.CellResult` records and returns list
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from matrix.judge.result import CellResult
@@ -28,19 +27,25 @@ def sort_cells(cells: Iterable[CellResult]) -> list[CellResult]:
     return sorted(cells, key=lambda c: (c.case, order.get(c.variant, len(order)), c.variant))
 
 
-def _variants(cells: Sequence[CellResult]) -> list[str]:
+def variants_of(cells: Sequence[CellResult]) -> list[str]:
+    """The variants of ``cells``: the built-ins in their order, then the others by name."""
     present = {c.variant for c in cells}
     return [v for v in VARIANT_NAMES if v in present] + sorted(present - set(VARIANT_NAMES))
 
 
 def cell_text(cell: CellResult) -> str:
-    """A cell in the case table: pass, FAIL and its kind, or skip; the expectation if missed."""
+    """A cell in the case table: ``pass``, or its failure kind and how bad it is
+    (``stall: unpromotable``), or ``skip``. ``FAIL`` and the expectation mark a cell that
+    differs from its case; a failure the case expects is never written as ``FAIL``."""
     if cell.observed == "skip":
         return "skip"
-    text = "pass" if cell.observed == "pass" else f"FAIL {cell.kind}"
+    if cell.observed == "pass":
+        text = f"pass, {cell.severity}" if cell.severity else "pass"
+    else:
+        text = f"{cell.kind}: {cell.severity}" if cell.severity else cell.kind
     if not cell.as_expected:
         wanted = cell.expected_kind or cell.expected
-        text += f" (expected {wanted})"
+        text = f"{'FAIL ' if cell.observed == 'fail' else ''}{text} (expected {wanted})"
     return text
 
 
@@ -56,7 +61,7 @@ def _case_by_variant(
     cells: Sequence[CellResult], text: Callable[[CellResult], str], mark_mismatches: bool
 ) -> Table:
     """One row per case, one column per variant, each cell as ``text`` says (``-``: not run)."""
-    variants = _variants(cells)
+    variants = variants_of(cells)
     by_case: dict[str, dict[str, CellResult]] = {}
     for cell in sort_cells(cells):
         by_case.setdefault(cell.case, {})[cell.variant] = cell
@@ -110,28 +115,10 @@ def summary_table(cells: Sequence[CellResult]) -> Table:
     when every case in it that ran passes (see :func:`column_verdict`)."""
     columns = columns_of(cells)
     rows = []
-    for variant in _variants(cells):
+    for variant in variants_of(cells):
         of_variant = [c for c in cells if c.variant == variant]
         rows.append([table_label(variant), *column_row(of_variant, columns)])
     return ["Implementation", *columns], rows
-
-
-def models_table(cells: Sequence[CellResult]) -> Table:
-    """Rows are described models, columns variants: Pass when every cell of the model that
-    ran passed, else the failures by kind (many are expected: each case says which)."""
-    variants = _variants(cells)
-    rows = []
-    for model in sorted({c.model for c in cells if c.model}):
-        row = [model]
-        for variant in variants:
-            ran = [c for c in cells if c.model == model and c.variant == variant]
-            kinds = Counter(c.kind for c in ran if c.observed == "fail")
-            if not kinds:
-                row.append(column_verdict(ran) if ran else "-")
-            else:
-                row.append("Fail: " + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())))
-        rows.append(row)
-    return ["Model", *[table_label(v) for v in variants]], rows
 
 
 def render_text(table: Table) -> str:

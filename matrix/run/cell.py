@@ -48,9 +48,9 @@ def run_cell(
             traces.append(run_pool(adapter, case, variant or cell.variant, pool, deadline, clock))
         except CellTimeout as timeout:
             detail = timed_out(f"pool {pool}", timeout)
-            return CellRun(fit, slack, tuple(traces), timeout=detail, timeout_pool=pool)
+            return CellRun(fit.blocks, slack, tuple(traces), timeout=detail, timeout_pool=pool)
     digest = ""
     if case.described is not None:
         groups = case.model_dump_json(include={"groups", "requests"})
         digest = hashlib.sha256(groups.encode()).hexdigest()[:12]
-    return CellRun(fit, slack, tuple(traces), layout_digest=digest)
+    return CellRun(fit.blocks, slack, tuple(traces), layout_digest=digest)

@@ -1,6 +1,7 @@
 """A case's fit: the smallest pool in which each of its requests, alone, runs to completion,
 measured on the stock scheduler in an ample pool (so it depends on what requests allocate,
-not on any reservation rule), once per case content."""
+not on any reservation rule), once per case content; and the smallest pool in which any of
+them is admitted at all, below which nothing can happen, so nothing can fail."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import math
 from collections.abc import Callable
 from time import monotonic
 
-from matrix.adapters.protocol import VersionAdapter
+from matrix.adapters.protocol import WAITING, VersionAdapter
 from matrix.case.events import RunBound, RunEvent
 from matrix.case.format import CaseFile
 from matrix.run.pools import run_pool
-from matrix.run.records import StepRecord
+from matrix.run.records import Fit, StepRecord
 
 
 def ample_pool(case: CaseFile) -> int:
@@ -24,7 +25,7 @@ def ample_pool(case: CaseFile) -> int:
 
 
 # Keyed by what the runs read of the case (CaseFile.run_key): its variants share one.
-_fits: dict[str, int] = {}
+_fits: dict[str, Fit] = {}
 
 
 def measure_fit(
@@ -32,16 +33,17 @@ def measure_fit(
     case: CaseFile,
     deadline: float = math.inf,
     clock: Callable[[], float] = monotonic,
-) -> int:
-    """The case's fit: each request's peak usage when it runs alone in an ample pool.
-    Raises ``RuntimeError`` when a request does not finish alone."""
+) -> Fit:
+    """The case's fit: each request's peak usage when it runs alone in an ample pool, and
+    the least any request's admission takes. Raises ``RuntimeError`` when a request does not
+    finish alone."""
     key = case.run_key(without=frozenset({"pool", "events"}))
     if key in _fits:
         return _fits[key]
     # Once per case content, like the fit (a failure is never cached, so it fails every cell).
     check_lookahead(adapter, case)
     ample = ample_pool(case)
-    fit = 0
+    fit, admits_from = 0, ample
     for request in case.requests:
         alone = case.model_copy(
             update={"requests": [request], "events": [RunEvent(run=RunBound())]}
@@ -54,8 +56,11 @@ def measure_fit(
                 f"{trace.stopped} after {len(trace.steps)} steps{why}"
             )
         fit = max(fit, ample - _least_free(trace.steps))
-    _fits[key] = fit
-    return fit
+        admitted = next((r for r in trace.steps if r.state.requests[0].status != WAITING), None)
+        if admitted is not None:
+            admits_from = min(admits_from, ample - _least_free((admitted,)))
+    _fits[key] = Fit(fit, min(admits_from, fit))
+    return _fits[key]
 
 
 def forget_fits() -> None:

@@ -10,7 +10,7 @@ from matrix.adapters.protocol import VersionAdapter
 from matrix.case.format import CaseFile
 from matrix.case.model import FitSweep
 from matrix.run.playback import CellTimeout, Playback, play
-from matrix.run.records import RunTrace
+from matrix.run.records import Fit, RunTrace
 from matrix.run.variants import VARIANTS, Variant
 
 
@@ -66,12 +66,15 @@ def _reservation(playback: Playback) -> int | None:
         return None
 
 
-def pool_sizes(case: CaseFile, fit: int | None = None) -> list[int]:
-    """The pools a case runs at; a sweep relative to the fit needs the fit."""
+def pool_sizes(case: CaseFile, fit: Fit | None = None) -> list[int]:
+    """The pools a case runs at; a sweep relative to the fit needs the fit. It reaches down to
+    where anything is admitted at all, however few blocks ``below`` asks for: a stall can
+    happen at any pool that admits a load, and no cell passes while a pool it skipped stalls."""
     if isinstance(case.pool, int):
         return [case.pool]
     if isinstance(case.pool, FitSweep):
         if fit is None:
             raise ValueError("a pool sweep relative to the fit needs the fit")
-        return list(range(max(2, fit - case.pool.below), fit + case.pool.above + 1))
+        start = max(2, min(fit.blocks - case.pool.below, fit.admits_from))
+        return list(range(start, fit.blocks + case.pool.above + 1))
     return list(range(case.pool.start, case.pool.stop + 1))

@@ -6,7 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from matrix.adapters.protocol import SchedulerState
+from matrix.adapters.protocol import SchedulerState, Startable
+
+# A cell that stopped before its release was asked (the case could not run).
+NOT_ASKED = Startable(None, "not asked: the case did not run")
 
 # How a run stopped: every request finished, nothing could change any more, the step bound
 # was reached, or vLLM raised.
@@ -40,6 +43,16 @@ class RunTrace:
 
 
 @dataclass(frozen=True)
+class Fit:
+    """The fit in blocks, and the smallest pool in which some request, alone, is admitted:
+    what its admission allocates (its load, or its first prefill chunk) and the null block.
+    Reservation rules only ever keep more free, so no variant admits anything below it."""
+
+    blocks: int
+    admits_from: int
+
+
+@dataclass(frozen=True)
 class CellRun:
     """A cell's runs: the case's fit and a trace per pool size swept, or why they stopped
     short (the case could not run at all, or the cell ran past its wall-clock limit)."""
@@ -50,6 +63,8 @@ class CellRun:
     error: str = ""  # the case could not run (vLLM raised before any pool ran)
     timeout: str = ""  # where the cell's deadline passed, and the last state
     timeout_pool: int | None = None  # the pool running when it passed, if one was
+    # The smallest pool the release's start-up sizing gives an engine serving these requests.
+    startable: Startable = NOT_ASKED
     # Identifies the layout a described model ran with on this release (its derived groups), so
     # cells of releases that derive different layouts are never compared as equals.
     layout_digest: str = ""

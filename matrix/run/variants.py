@@ -33,7 +33,7 @@ class Variant(Protocol):
     """A reservation rule. ``apply`` is called once per scheduler instance, after it is built
     and before any request arrives; it may read ``handle.geometry()`` and call
     ``handle.install_reservation(...)`` (the contract: docs/variants.md). A user's own
-    variants implement this too (see ``custom_variants``)."""
+    variants implement this too (see ``user_variants``)."""
 
     @property
     def name(self) -> str:

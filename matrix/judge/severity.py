@@ -1,0 +1,79 @@
+"""How bad each failing pool of a cell is, from its runs, its fit and the smallest pool vLLM's
+start-up sizing gives an engine serving its requests (``startable``). Pure.
+
+From worst to mildest:
+
+- ``deadlock``: stall, stuck, step bound or preempted-never-resumed at a pool of at least the
+  fit and ``startable`` (the fit alone when ``startable`` is unknown): a pool an engine has,
+  every request fits it alone, and nothing can ever run again.
+- ``leak``, ``error``, ``timeout``: as their kinds.
+- ``sizer``: any unfinished run at a pool from ``startable`` up to below the fit: vLLM starts
+  an engine with that pool, yet a request it accepts can never finish in it.
+- ``unpromotable``: a stall below the fit: an async load admitted that cannot be promoted with
+  what is free, even with nothing else running (the admission contract the fix restores).
+- ``over_reservation``: a request refused from the fit up.
+- ``expectation``: as its kind (the run finished; a step's ``expect`` did not hold).
+- ``undersized``: any other unfinished run below ``startable``: a pool no engine serving these
+  requests would have.
+
+``observed`` keeps its contract (see ``matrix.judge.verdict.acceptable``): a severity says what
+a failing pool means, it does not decide the verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import get_args
+
+from matrix.judge.runs import RunKind, RunOutcome
+from matrix.outcomes import Severity
+
+SEVERITY_ORDER: tuple[Severity, ...] = get_args(Severity)  # worst first
+# Kinds that leave a request unable ever to run again.
+NEVER_AGAIN = frozenset({"stall", "stuck", "step_bound", "preempted"})
+AS_THEIR_KIND = frozenset({"leak", "error", "timeout", "expectation"})
+
+
+@dataclass(frozen=True)
+class PoolFailure:
+    """One pool whose run did not finish cleanly: its kind and how bad it is."""
+
+    pool: int
+    kind: RunKind
+    severity: Severity
+
+
+def severity_of(outcome: RunOutcome, fit: int, startable: int | None) -> Severity:
+    """How bad one unfinished (or unclean) run is; see the module docstring."""
+    kind, pool = outcome.kind, outcome.pool
+    if kind in AS_THEIR_KIND:
+        return kind  # type: ignore[return-value]  # the four kinds are severities too
+    deployable = max(fit, startable) if startable is not None else fit
+    if kind in NEVER_AGAIN and pool >= deployable:
+        return "deadlock"
+    if startable is not None and startable <= pool < fit:
+        return "sizer"
+    if kind == "stall" and pool < fit:
+        return "unpromotable"
+    if kind == "not_admitted" and pool >= fit:
+        return "over_reservation"
+    return "undersized"
+
+
+def pool_failures(
+    outcomes: Sequence[RunOutcome], fit: int, startable: int | None
+) -> tuple[PoolFailure, ...]:
+    """Every pool whose run did not finish cleanly, with its severity."""
+    return tuple(
+        PoolFailure(o.pool, o.kind, severity_of(o, fit, startable))
+        for o in outcomes
+        if o.kind != "finished"
+    )
+
+
+def worst(failures: Sequence[PoolFailure]) -> Severity | None:
+    """The worst severity among ``failures``, ignoring ``undersized`` (a pool no engine has):
+    None when nothing else failed."""
+    found = {f.severity for f in failures} - {"undersized"}
+    return next((s for s in SEVERITY_ORDER if s in found), None)
