@@ -106,6 +106,17 @@ def _explore_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
     )
     explore.add_argument("--no-database", action="store_true")
     explore.add_argument(
+        "--deployable",
+        action="store_true",
+        help="only pools a real engine can have: at least the fit and vLLM's startable pool",
+    )
+    explore.add_argument(
+        "--escalate",
+        type=Path,
+        metavar="FINDING",
+        help="search a finding's deployment consequence: 2-4 requests of its shape (deadlocks)",
+    )
+    explore.add_argument(
         "--tightness",
         action="store_true",
         help="also scan each scenario's over-reservation (pools above its fit; slower)",
@@ -134,6 +145,8 @@ def _explore(options: argparse.Namespace) -> int:
             database,
             options.fit_slack,
             options.tightness,
+            options.deployable,
+            options.escalate,
         )
     )
 

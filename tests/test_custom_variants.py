@@ -131,7 +131,9 @@ def test_a_variant_from_a_temporary_folder_is_in_the_tables_and_json(
     result.assert_outcomes(passed=3)
     # After the built-ins, a user's variants come in name order, in every table.
     result.stdout.fnmatch_lines(["*This fix*Pass*", "greedy*Fail*", "mine*Pass*"])
-    result.stdout.fnmatch_lines(["case*fixed*greedy*mine*", "small*pass*FAIL not_admitted*pass*"])
+    result.stdout.fnmatch_lines(
+        ["case*fixed*greedy*mine*", "small*pass*not_admitted: over_reservation*pass*"]
+    )
     cells = json.loads((inline.path / "r.json").read_text())["cells"]
     by_variant = {c["variant"]: c for c in cells}
     assert by_variant["mine"]["observed"] == "pass"

@@ -22,13 +22,15 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, reject, seed, settings
+from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from matrix.explore.escalation import crowds, finding_shape
 from matrix.explore.strategies import Draw, scenarios
 from matrix.explore.trials import Trial, smaller, trial, write_case
 
@@ -52,6 +54,10 @@ class Options:
     database: Path | None = None  # Hypothesis's example database; None: none kept
     fit_slack: int | None = None  # None: trials.default_slack
     tightness: bool = False  # scan each scenario's over-reservation (more scheduler runs)
+    # Only pools a real engine can have: from the larger of the fit and vLLM's startable up.
+    deployable: bool = False
+    # A finding whose deployment consequence to search (matrix/explore/escalation.py).
+    escalate: Path | None = None
 
     def examples_for(self, job: int) -> int | None:
         """The examples ``job`` draws: its share of ``max_examples``, or None when unbounded."""
@@ -124,6 +130,12 @@ class Search:
         elapsed = time.perf_counter() - started
         return JobResult(self.scenarios, elapsed, tuple(self.found.values()), tightness)
 
+    def strategy(self) -> st.SearchStrategy[Draw]:
+        """What this search draws: any scenario, or crowds of an escalated finding."""
+        if self.options.escalate is None:
+            return scenarios()
+        return crowds(*finding_shape(self.options.escalate))
+
     def search_round(self, round_index: int, examples: int) -> None:
         """One round of ``examples`` scenarios; keeps the failures not found before."""
         known = set(self.found)
@@ -141,19 +153,26 @@ class Search:
             report_multiple_bugs=True,
         )
         @seed(round_seed(self.options.seed, self.job, round_index))
-        @given(scenarios())
+        @given(self.strategy())
         def check(draw: Draw) -> None:
             self.scenarios += 1
             if time.perf_counter() - reported[0] > 0.5:
                 reported[0] = time.perf_counter()
                 self.progress(self.job, self.scenarios, len(known) + len(found))
-            for variant in self.options.variants:
-                options = self.options
-                result = trial(self.adapter, draw, variant, options.fit_slack, options.tightness)
+            options = self.options
+            deployable = options.deployable or options.escalate is not None
+            for variant in options.variants:
+                result = trial(
+                    self.adapter, draw, variant, options.fit_slack, options.tightness, deployable
+                )
                 if result is None:
                     reject()  # the release lacks a feature the scenario uses
                 if result.tightness:
                     self.tightness.setdefault(variant, Counter())[result.tightness] += 1
+                if options.escalate is not None:  # only a deadlock is the escalation sought
+                    result = replace(
+                        result, prefix="escalated", failed=result.severity == "deadlock"
+                    )
                 if result.failed and result.key not in known:
                     found[result.key] = result  # the last one recorded is the minimal one
                     raise failure_type(result.key)(result.detail)
@@ -259,6 +278,18 @@ def main(options: Options) -> int:
         f"{rate:.0f} scenarios/s, {rate / options.jobs:.0f} per job; "
         f"distinct failures: {len(findings)}"
     )
+    severities = Counter(found.severity or found.kind for found in findings)
+    print(
+        "findings by severity: "
+        + (", ".join(f"{s} {n}" for s, n in sorted(severities.items())) or "none")
+    )
+    if options.escalate is not None:
+        verdict = (
+            f"escalates: {len(findings)} deadlock case file(s) written"
+            if findings
+            else (f"does not escalate in {scenarios} scenarios")
+        )
+        print(f"{options.escalate}: {verdict}")
     for variant, counts in sorted(tightness.items()):
         spread = ", ".join(
             f"{label} x{counts[label]}" for label in sorted(counts, key=_label_order)

@@ -142,6 +142,8 @@ def scenarios(draw: st.DrawFn) -> Draw:
 def layout_family(data: dict[str, Any]) -> str:
     """What distinguishes layouts when deduplicating failures, in the upstream table's
     columns: a Mamba mode, else different block sizes, else several groups, else one."""
+    if "groups" not in data:  # a described model (an escalated model case)
+        return str(data.get("model", "model"))
     modes = sorted({str(g["mamba_mode"]) for g in data["groups"] if g["kind"] == "mamba"})
     if modes:
         return f"mamba_{modes[0]}"

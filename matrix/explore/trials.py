@@ -17,8 +17,11 @@ import yaml
 
 from matrix.adapters.protocol import VersionAdapter
 from matrix.case.format import CaseFile
+from matrix.case.loading import read_description
+from matrix.case.model import description_path
 from matrix.explore.strategies import Draw, layout_family
 from matrix.judge.runs import RunOutcome, classify_run
+from matrix.judge.severity import pool_failures, worst
 from matrix.judge.tightness import over_reservation, tightness_label
 from matrix.judge.verdict import judge_cell
 from matrix.run.fit import measure_fit
@@ -38,6 +41,8 @@ class Trial:
     kind: str  # "finished" or the failure kind
     detail: str
     tightness: str  # see tightness.tightness_label; empty when not asked for
+    severity: str | None = None  # how bad the worst failing pool is (judge.severity)
+    prefix: str = "found"  # of its case file's name: "escalated" for an escalation search
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -46,14 +51,14 @@ class Trial:
 
     @property
     def name(self) -> str:
-        """The finding's case name: ``found_`` and its key."""
-        return "found_" + "_".join(self.key).replace("+", "_")
+        """The finding's case name: its prefix (``found_``) and its key."""
+        return f"{self.prefix}_" + "_".join(self.key).replace("+", "_")
 
 
 def default_slack(data: dict[str, Any]) -> int:
     """One block per attention group: the fix's margin rounds ceil(N / block size) up per
     group whatever the prompt's alignment, which every margin variant does by design."""
-    return sum(1 for g in data["groups"] if g["kind"] != "mamba")
+    return sum(1 for g in data.get("groups", ()) if g["kind"] != "mamba")
 
 
 # Keyed by the scenario without its pool and the variant: redrawn scenarios scan once.
@@ -66,12 +71,15 @@ def trial(
     variant: str,
     slack: int | None = None,
     tightness: bool = False,
+    deployable: bool = False,
 ) -> Trial | None:
     """The scenario under ``variant``, and with ``tightness`` its over-reservation (pools
-    scanned upwards from the fit); None when the release cannot run it."""
+    scanned upwards from the fit); None when the release cannot run it. ``deployable`` places
+    the window where a real engine can be: from the larger of the fit and the smallest pool
+    vLLM starts with up."""
     data = {**draw.data, "fit_slack": default_slack(draw.data) if slack is None else slack}
     # Validated once: the pool and the requests alone are set by copies, which need no check.
-    case = CaseFile.model_validate({**data, "pool": 2})
+    case = adapter.resolve(validated({**data, "pool": 2}))
     if adapter.unsupported(case):
         return None
     try:
@@ -79,16 +87,35 @@ def trial(
     except Exception as error:  # run_cell fails the cell the same way
         written = draw.case_data(0) | {"fit_slack": data["fit_slack"]}
         detail = f"{type(error).__name__}: {error}"
-        return Trial(variant, written, True, "error", detail, "error")
-    written = {**draw.case_data(fit), "fit_slack": data["fit_slack"]}
+        return Trial(variant, written, True, "error", detail, "error", "error")
+    startable = adapter.startable(case).blocks if deployable else None
     start, stop = draw.pools(fit)
+    if deployable:
+        start = max(fit, startable or 0) + max(0, draw.offset)
+        stop = start + draw.span
+    pool: int | dict[str, int] = start if start == stop else {"start": start, "stop": stop}
+    written = {**draw.data, "pool": pool, "fit_slack": data["fit_slack"]}
     runs = {p: classify_run(run_pool(adapter, case, variant, p)) for p in range(start, stop + 1)}
     verdict = judge_cell(list(runs.values()), fit, case.fit_slack)
     tight = ""
     if tightness:  # a stall is under-reservation whatever the larger pools do: no scan for it
         tight = "stall" if verdict.kind == "stall" else _scan(adapter, case, variant, fit, runs)
     failed = verdict.observed == "fail"
-    return Trial(variant, written, failed, verdict.kind, verdict.detail, tight)
+    severity = None
+    if failed:  # how bad, against the pool vLLM would start with (asked of failures only)
+        startable = startable if deployable else adapter.startable(case).blocks
+        severity = worst(pool_failures(list(runs.values()), fit, startable)) or verdict.kind
+    return Trial(variant, written, failed, verdict.kind, verdict.detail, tight, severity)
+
+
+def validated(data: dict[str, Any]) -> CaseFile:
+    """``data`` as a case, a model it names described from its model file (as the loader
+    fills ``described``)."""
+    model = data.get("model")
+    path = description_path(model, None) if isinstance(model, str) else None
+    if path is not None and "described" not in data:
+        data = {**data, "described": read_description(path)}
+    return CaseFile.model_validate(data)
 
 
 def _fit(adapter: VersionAdapter, case: CaseFile) -> int:
