@@ -24,8 +24,7 @@ FIT = 13
         (17, "stall", 10, "deadlock"),
         (17, "stuck", None, "deadlock"),  # startable unknown: the fit alone decides
         (13, "preempted", 10, "deadlock"),
-        # vLLM starts with 11 blocks, the request needs 13 (as Nemotron-Nano-9B-v2 on 0.33
-        # starts with 18 and needs 19).
+        # vLLM starts with 11 blocks, the request needs 13.
         (11, "not_admitted", 11, "sizer"),
         (12, "stall", 12, "sizer"),  # worse than unpromotable: vLLM would start there
         # Below the fit, not a pool vLLM starts with: the admission contract, not a hang.
@@ -47,6 +46,14 @@ def test_each_severity_s_rule(
     pool: int, kind: RunKind, startable: int | None, severity: Severity
 ) -> None:
     assert severity_of(RunOutcome(pool, kind, ""), FIT, startable) == severity
+
+
+def test_a_pool_the_served_engine_fits_is_no_sizer_failure() -> None:
+    # vLLM starts with 10 blocks for an engine sized to the request, whose scheduler caps the
+    # request's slots there: it needs 11, the case's runs (a longer max_model_len) 13.
+    assert severity_of(RunOutcome(10, "stall", ""), FIT, 10, served_fit=11) == "sizer"
+    assert severity_of(RunOutcome(11, "stall", ""), FIT, 10, served_fit=11) == "unpromotable"
+    assert severity_of(RunOutcome(12, "not_admitted", ""), FIT, 10, 11) == "undersized"
 
 
 def test_finished_pools_are_not_failures_and_the_worst_ignores_undersized() -> None:

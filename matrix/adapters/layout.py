@@ -72,6 +72,7 @@ class DerivedLayout:
 
     groups: tuple[DerivedGroup, ...]
     specs: tuple[KVCacheGroupSpec, ...]  # vLLM's groups, as the engine hands them over
+    layers: dict[str, KVCacheSpec]  # each layer's spec, as the workers report them at start-up
     attention_block_size: int  # the engine's cache_config.block_size after alignment
 
 
@@ -95,7 +96,7 @@ def _grouping() -> Grouping:
     raise LayoutError("this vLLM has no get_kv_cache_groups")
 
 
-def _resolve_memory_layout(engine: VllmConfig, specs: dict[str, KVCacheSpec]) -> None:
+def resolve_memory_layout(engine: VllmConfig, specs: dict[str, KVCacheSpec]) -> None:
     """0.33's engine core resolves the KV cache memory layout from the attention backend
     before grouping; earlier releases have no such step."""
     try:
@@ -273,8 +274,9 @@ def derive_layout(
             layers[f"model.layers.{index}.attn"] = attention.spec(attention_kind, block_size, model)
     engine.cache_config.block_size = block_size
     try:
-        _resolve_memory_layout(engine, layers)
+        resolve_memory_layout(engine, layers)
+        reported = dict(layers)  # grouping may unify specs in place
         groups = _grouping()(engine, layers)
     except (NotImplementedError, ValueError, AssertionError) as error:
         raise LayoutError(f"vLLM cannot group {model.architecture}'s layers: {error}") from error
-    return DerivedLayout(tuple(_derived(g) for g in groups), tuple(groups), block_size)
+    return DerivedLayout(tuple(_derived(g) for g in groups), tuple(groups), reported, block_size)

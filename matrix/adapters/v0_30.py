@@ -15,6 +15,7 @@ from matrix.adapters.config import async_refusal
 from matrix.adapters.handle import Handle
 from matrix.adapters.kv_cache import case_groups, with_layout
 from matrix.adapters.layout import LayoutError
+from matrix.adapters.protocol import Startable
 from matrix.adapters.requirements import (
     SHARED_REQUIREMENTS,
     Requirement,
@@ -22,6 +23,7 @@ from matrix.adapters.requirements import (
     release_failure_policies,
     release_mamba_modes,
 )
+from matrix.adapters.startup import startable
 from matrix.case.format import CaseFile
 
 
@@ -63,6 +65,11 @@ class Vllm030:
     def build(self, case: CaseFile, pool: int) -> Handle:
         """A scheduler of this release (``handle_type``) for ``case`` with ``pool`` blocks."""
         return self.handle_type(case, pool)
+
+    def startable(self, case: CaseFile) -> Startable:
+        """The smallest pool this release's start-up sizing gives an engine serving ``case``'s
+        requests (``startup``: vLLM's own check and block count)."""
+        return startable(case)
 
     def resolve(self, case: CaseFile) -> CaseFile:
         """The case with its groups: a described model's, derived by this vLLM."""

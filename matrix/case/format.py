@@ -86,6 +86,14 @@ class CaseFile(Strict):
         default)."""
         return self.limits.get(name, LIMITS[name][0])
 
+    def served(self) -> CaseFile:
+        """The case as an engine sized for its requests runs it: ``max_model_len`` the longest
+        request's prompt and output plus its last step's speculative tokens (prompts given in
+        blocks must be counted out first)."""
+        spec_tokens = self.speculative.num_tokens if self.speculative else 0
+        longest = max(r.prompt_tokens() + r.max_tokens for r in self.requests) + spec_tokens
+        return self.model_copy(update={"max_model_len": longest})
+
     def run_key(self, *, without: frozenset[str] = frozenset()) -> str:
         """The case as its runs read it: everything but what names it or judges it (and the
         fields ``without``). A cache of what runs produce keys on this, so a new field is part

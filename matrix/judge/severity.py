@@ -7,8 +7,9 @@ From worst to mildest:
   fit and ``startable`` (the fit alone when ``startable`` is unknown): a pool an engine has,
   every request fits it alone, and nothing can ever run again.
 - ``leak``, ``error``, ``timeout``: as their kinds.
-- ``sizer``: any unfinished run at a pool from ``startable`` up to below the fit: vLLM starts
-  an engine with that pool, yet a request it accepts can never finish in it.
+- ``sizer``: any unfinished run at a pool from ``startable`` up to below the fit on that
+  engine (its ``max_model_len`` the longest request's, which caps what a request asks): vLLM
+  starts an engine with that pool, yet a request it accepts can never finish in it.
 - ``unpromotable``: a stall below the fit: an async load admitted that cannot be promoted with
   what is free, even with nothing else running (the admission contract the fix restores).
 - ``over_reservation``: a request refused from the fit up.
@@ -44,15 +45,18 @@ class PoolFailure:
     severity: Severity
 
 
-def severity_of(outcome: RunOutcome, fit: int, startable: int | None) -> Severity:
-    """How bad one unfinished (or unclean) run is; see the module docstring."""
+def severity_of(
+    outcome: RunOutcome, fit: int, startable: int | None, served_fit: int | None = None
+) -> Severity:
+    """How bad one unfinished (or unclean) run is; see the module docstring. ``served_fit`` is
+    the fit on the engine ``startable`` is for, where it differs from ``fit``."""
     kind, pool = outcome.kind, outcome.pool
     if kind in AS_THEIR_KIND:
         return kind  # type: ignore[return-value]  # the four kinds are severities too
     deployable = max(fit, startable) if startable is not None else fit
     if kind in NEVER_AGAIN and pool >= deployable:
         return "deadlock"
-    if startable is not None and startable <= pool < fit:
+    if startable is not None and startable <= pool < (served_fit or fit):
         return "sizer"
     if kind == "stall" and pool < fit:
         return "unpromotable"
@@ -62,11 +66,14 @@ def severity_of(outcome: RunOutcome, fit: int, startable: int | None) -> Severit
 
 
 def pool_failures(
-    outcomes: Sequence[RunOutcome], fit: int, startable: int | None
+    outcomes: Sequence[RunOutcome],
+    fit: int,
+    startable: int | None,
+    served_fit: int | None = None,
 ) -> tuple[PoolFailure, ...]:
     """Every pool whose run did not finish cleanly, with its severity."""
     return tuple(
-        PoolFailure(o.pool, o.kind, severity_of(o, fit, startable))
+        PoolFailure(o.pool, o.kind, severity_of(o, fit, startable, served_fit))
         for o in outcomes
         if o.kind != "finished"
     )

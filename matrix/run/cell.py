@@ -8,8 +8,9 @@ import hashlib
 from collections.abc import Callable
 from time import monotonic
 
-from matrix.adapters.protocol import VersionAdapter
+from matrix.adapters.protocol import Startable, VersionAdapter
 from matrix.case.expansion import Cell
+from matrix.case.format import CaseFile
 from matrix.run.fit import measure_fit
 from matrix.run.playback import CellTimeout
 from matrix.run.pools import pool_sizes, run_pool
@@ -38,6 +39,8 @@ def run_cell(
     try:
         case = adapter.resolve(definition)
         fit = measure_fit(adapter, case, deadline, clock)
+        startable = _startable(adapter, case)
+        served_fit = _served_fit(adapter, case, fit.blocks, startable, deadline, clock)
     except CellTimeout as timeout:
         return CellRun(0, slack, (), timeout=timed_out("measuring the fit", timeout))
     except Exception as error:  # a case vLLM cannot run is a failing cell, not a crash
@@ -48,9 +51,54 @@ def run_cell(
             traces.append(run_pool(adapter, case, variant or cell.variant, pool, deadline, clock))
         except CellTimeout as timeout:
             detail = timed_out(f"pool {pool}", timeout)
-            return CellRun(fit.blocks, slack, tuple(traces), timeout=detail, timeout_pool=pool)
+            return CellRun(
+                fit.blocks,
+                slack,
+                tuple(traces),
+                timeout=detail,
+                timeout_pool=pool,
+                startable=startable,
+                served_fit=served_fit,
+            )
     digest = ""
     if case.described is not None:
         groups = case.model_dump_json(include={"groups", "requests"})
         digest = hashlib.sha256(groups.encode()).hexdigest()[:12]
-    return CellRun(fit.blocks, slack, tuple(traces), layout_digest=digest)
+    return CellRun(
+        fit.blocks,
+        slack,
+        tuple(traces),
+        startable=startable,
+        served_fit=served_fit,
+        layout_digest=digest,
+    )
+
+
+def _startable(adapter: VersionAdapter, case: CaseFile) -> Startable:
+    """The release's start-up pool for the case; a sizing vLLM cannot do is a missing figure
+    (its severities then judge against the fit alone), never a failed cell."""
+    try:
+        return adapter.startable(case)
+    except Exception as error:
+        return Startable(None, f"vLLM's start-up sizing raised {type(error).__name__}: {error}")
+
+
+def _served_fit(
+    adapter: VersionAdapter,
+    case: CaseFile,
+    fit: int,
+    startable: Startable,
+    deadline: float,
+    clock: Callable[[], float],
+) -> int | None:
+    """The fit on the engine ``startable`` is for (``max_model_len`` the longest request's),
+    asked only where that engine starts below the case's fit: its scheduler caps what a
+    request asks at that length, so it may need less than the case's runs did."""
+    if startable.blocks is None or startable.blocks >= fit:
+        return None
+    try:
+        return measure_fit(adapter, case.served(), deadline, clock).blocks
+    except CellTimeout:
+        raise
+    except Exception:  # the sizing figure is then the case's fit: no pool is judged sizer
+        return None

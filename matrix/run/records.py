@@ -65,6 +65,10 @@ class CellRun:
     timeout_pool: int | None = None  # the pool running when it passed, if one was
     # The smallest pool the release's start-up sizing gives an engine serving these requests.
     startable: Startable = NOT_ASKED
+    # The fit on that engine, where it starts below ``fit`` (its scheduler caps a request's
+    # slots at the shorter ``max_model_len``): a pool from ``startable`` below this never
+    # finishes a request the engine accepted. None: not asked, the case's fit stands.
+    served_fit: int | None = None
     # Identifies the layout a described model ran with on this release (its derived groups), so
     # cells of releases that derive different layouts are never compared as equals.
     layout_digest: str = ""
