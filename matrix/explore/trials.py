@@ -104,7 +104,11 @@ def trial(
     severity = None
     if failed:  # how bad, against the pool vLLM would start with (asked of failures only)
         startable = startable if deployable else adapter.startable(case).blocks
-        severity = worst(pool_failures(list(runs.values()), fit, startable)) or verdict.kind
+        served = None
+        if startable is not None and startable < fit:
+            served = measure_fit(adapter, case.served()).blocks
+        outcomes = list(runs.values())
+        severity = worst(pool_failures(outcomes, fit, startable, served)) or verdict.kind
     return Trial(variant, written, failed, verdict.kind, verdict.detail, tight, severity)
 
 

@@ -1,0 +1,55 @@
+"""``matrix explore --escalate FINDING``: does an unpromotable finding reach a deployment?
+
+A finding that stalls below its fit breaks the admission contract, but with nothing else
+running an engine never has so small a pool. Its deployment consequence is searched here: the
+finding's layout (groups or model, speculative decoding, engine settings) with 2-4 concurrent
+requests of its first request's shape, each an async load or a local prefill, loads completing
+in any order, at pools from the larger of the fit and the smallest pool vLLM starts with
+upward. A deadlock there (a stall or a hang at a pool an engine has) is written as a case
+file; none in the scenarios run means it does not escalate in that many.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from matrix.case.reading import read_yaml
+from matrix.explore.strategies import REQUEST_IDS, Draw, events
+
+# What of the finding the crowd keeps: its layout and engine, not its pool, events or verdicts.
+LAYOUT_KEYS = ("model", "layout", "max_model_len", "groups", "speculative", "engine", "limits")
+MAX_OFFSET = 8  # the window's first pool, at most this far above where an engine can start
+MAX_SPAN = 2
+
+
+def finding_shape(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The finding's layout (as case data) and its first request's shape (no id, no prefix,
+    no load kind: those the crowd draws)."""
+    data, _ = read_yaml(path)
+    if not isinstance(data, dict) or not data.get("requests"):
+        raise ValueError(f"{path}: not a case file with requests")
+    layout = {key: data[key] for key in LAYOUT_KEYS if key in data}
+    drawn = ("id", "prefix", "async_load", "complete_load_after")
+    request = {k: v for k, v in data["requests"][0].items() if k not in drawn}
+    return layout, request
+
+
+@st.composite
+def crowds(draw: st.DrawFn, layout: dict[str, Any], request: dict[str, Any]) -> Draw:
+    """2-4 requests of one shape on the finding's layout, and where their pool window lies."""
+    count = draw(st.integers(2, len(REQUEST_IDS)))
+    requests = [
+        {
+            **request,
+            "id": request_id,
+            "async_load": not draw(st.booleans()),  # shrinks towards async loads
+            "complete_load_after": draw(st.integers(1, 3)),
+        }
+        for request_id in REQUEST_IDS[:count]
+    ]
+    data = {"name": "escalated", **layout, "requests": requests}
+    data["events"] = draw(events([r["id"] for r in requests]))
+    return Draw(data, draw(st.integers(0, MAX_OFFSET)), draw(st.integers(0, MAX_SPAN)))
