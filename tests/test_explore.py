@@ -78,3 +78,60 @@ def test_explore_finds_reproduces_repeats_and_replays(
     assert explore(tmp_path / "alone", variant, 1) == 0
     assert explore(tmp_path / "replayed", variant, 1, *database) == 1
     assert (tmp_path / "replayed" / case.name).exists()
+
+
+# A single request on groups of 4 and 8 tokens stalls below its fit under the original margin
+# (unpromotable); two such async loads deadlock at pools every request fits.
+FINDING = """\
+name: finding
+groups:
+  - {kind: full, block_size: 4}
+  - {kind: full, block_size: 8}
+speculative: {method: eagle, num_tokens: 7}
+pool: 12
+requests:
+  - {id: a, prompt: 16, max_tokens: 4}
+"""
+
+
+@needs_vllm
+def test_the_original_margin_s_unpromotable_finding_escalates_to_a_deadlock(
+    tmp_path: Path, inline: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    finding = tmp_path / "finding.yaml"
+    finding.write_text(FINDING)
+    variant = original_margin()
+    escalate = ("--no-database", "--escalate", str(finding))
+    assert explore(tmp_path / "out", variant, SEED, *escalate) == 1
+    out = capsys.readouterr().out
+    assert "findings by severity: deadlock 1" in out
+    assert f"{finding}: escalates: 1 deadlock case file(s) written" in out
+    (case,) = (tmp_path / "out").iterdir()
+    written = case.read_text()
+    assert written.count("async_load: true") >= 2
+    # pytest reproduces the deadlock at a pool the case's every request fits.
+    cell = reproduced(case, inline)
+    assert (cell["observed"], cell["severity"]) == ("fail", "deadlock")
+    assert min(cell["failing_pools"]) >= cell["fit"]
+
+
+@needs_vllm
+def test_a_deployable_trial_runs_from_the_larger_of_the_fit_and_the_startable_pool(
+    adapter: Any,
+) -> None:
+    import yaml
+
+    from matrix.explore.strategies import Draw
+    from matrix.explore.trials import trial
+
+    data = yaml.safe_load(FINDING) | {"name": "drawn"}
+    data["requests"] = [
+        {"id": rid, "prompt": 16, "max_tokens": 4, "async_load": True} for rid in ("a", "b")
+    ]
+    result = trial(adapter, Draw(data, 0, 1), original_margin(), deployable=True)
+    assert result is not None
+    # Two requests of 16 + 4 tokens and 7 speculative ones: the fit is 13; an engine sized
+    # for them starts with ceil(27 / 4) + ceil(27 / 8) + 1 = 12 blocks.
+    assert result.data["pool"] == {"start": 13, "stop": 14}
+    if result.failed:
+        assert result.severity in ("deadlock", "sizer")
