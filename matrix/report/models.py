@@ -1,7 +1,7 @@
 """The Models table: "does the fix work for my model?", answered in words per described
 model and variant, from how bad its cells' failures are (``matrix.judge.severity``): ``ok``,
 ``over-reserves 1-7 blocks``, ``unpromotable below the fit at pools 15-16``, ``DEADLOCK at
-pools 40-41``, ``sizer: starts at 18, needs 19``. Pure."""
+pools 40-41``, ``sizer: starts at 11, needs 13``. Pure."""
 
 from __future__ import annotations
 
