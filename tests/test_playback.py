@@ -86,6 +86,7 @@ class ScriptedHandle:
         per_request_margin: int,
         spec_tokens_through_coordinator: bool,
         admission_margin_for: Callable[[int], int] | None = None,
+        admission_need_per_group: bool = False,
     ) -> None:
         pass
 

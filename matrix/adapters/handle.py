@@ -9,7 +9,7 @@ and each release's module (``v0_30`` ...) implements them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from vllm.sampling_params import SamplingParams
@@ -20,6 +20,7 @@ from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 
 from matrix.adapters.accounting import block_account
+from matrix.adapters.admission import admission_need
 from matrix.adapters.blueprint import blueprint
 from matrix.adapters.engine_loop import EngineLoop, Worker
 from matrix.adapters.protocol import (
@@ -38,6 +39,9 @@ from matrix.adapters.protocol import (
 )
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
+
+# A margin of the admitting request: from the request and its ``allocate_slots`` arguments.
+AdmissionMargin = Callable[[Any, Mapping[str, Any]], int]
 
 
 def distinct_prompt(request_id: str, length: int) -> list[int]:
@@ -214,6 +218,7 @@ class Handle:
         per_request_margin: int,
         spec_tokens_through_coordinator: bool,
         admission_margin_for: Callable[[int], int] | None = None,
+        admission_need_per_group: bool = False,
     ) -> None:
         """Replaces this instance's async-load reservation (see ``SchedulerHandle``'s)."""
         scheduler = self.scheduler
@@ -228,20 +233,30 @@ class Handle:
         # Instance attributes shadow the class's, so only this scheduler sees the variant.
         self.drop_stock_margin()
         scheduler._inflight_prefill_reserved_blocks = reserved_for_inflight_loads
+        margins: list[AdmissionMargin] = []
         if admission_margin_for is not None:
-            self._reserve_per_admission(admission_margin_for)
+            margin_for = admission_margin_for
+            margins.append(lambda request, allocation: margin_for(request.num_tokens))
+        if admission_need_per_group:
+            margins.append(
+                lambda request, allocation: admission_need(
+                    scheduler, request, allocation, self.coordinator_options(request)
+                )
+            )
+        if margins:
+            self._reserve_per_admission(margins)
 
-    def _reserve_per_admission(self, margin_for: Callable[[int], int]) -> None:
-        """Adds ``margin_for(prompt tokens)`` to an async-load admission's reservation: the
-        scheduler computes the reservation without the admitting request, and hands both to
-        ``allocate_slots``, an async load with ``delay_cache_blocks`` set."""
+    def _reserve_per_admission(self, margins: list[AdmissionMargin]) -> None:
+        """Adds each margin of the admitting request to an async-load admission's reservation:
+        the scheduler computes the reservation without the admitting request, and hands both
+        to ``allocate_slots``, an async load with ``delay_cache_blocks`` set."""
         manager = self.scheduler.kv_cache_manager
         allocate = manager.allocate_slots
 
         def allocate_slots(request: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("delay_cache_blocks"):
                 reserved = kwargs.get("reserved_blocks", 0)
-                kwargs["reserved_blocks"] = reserved + margin_for(request.num_tokens)
+                kwargs["reserved_blocks"] = reserved + sum(m(request, kwargs) for m in margins)
             return allocate(request, *args, **kwargs)
 
         manager.allocate_slots = allocate_slots

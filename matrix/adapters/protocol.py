@@ -160,13 +160,18 @@ class SchedulerHandle(Protocol):
         per_request_margin: int,
         spec_tokens_through_coordinator: bool,
         admission_margin_for: Callable[[int], int] | None = None,
+        admission_need_per_group: bool = False,
     ) -> None:
         """Replace this instance's async-load reservation (never the class's): an admission
         keeps free what in-flight loads still need (their remaining blocks, with their first
         speculative step through the coordinator when ``spec_tokens_through_coordinator``,
         plus ``per_request_margin`` each), plus ``admission_margin``, plus
-        ``admission_margin_for(the admitting request's prompt tokens)`` when given. The
-        contract user variants rely on: docs/variants.md."""
+        ``admission_margin_for(the admitting request's prompt tokens)`` when given, plus, with
+        ``admission_need_per_group``, what the admitting request itself needs beyond its load,
+        counted by vLLM's KV cache managers: in each non-Mamba group the blocks of its first
+        speculative step beyond the load's, and one state block per Mamba ``align`` group whose
+        promotion step opens a block the load did not allocate. The contract user variants
+        rely on: docs/variants.md."""
         ...
 
 

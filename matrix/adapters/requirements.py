@@ -13,6 +13,7 @@ from vllm.config import CacheConfig, KVTransferConfig
 from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
 from vllm.v1.core.kv_cache_manager import KVCacheManager
 from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.core.single_type_kv_cache_manager import SingleTypeKVCacheManager
 from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 
@@ -70,6 +71,17 @@ SHARED_REQUIREMENTS = (
             *("request_id", "num_tokens", "new_computed_blocks", "num_encoder_tokens"),
             *("total_computed_tokens", "num_local_computed_tokens", "num_tokens_main_model"),
             "apply_admission_cap",
+        ),
+    ),
+    Requirement(
+        "SingleTypeKVCacheManager.get_num_blocks_to_allocate(num_tokens=..., "
+        "new_computed_blocks=..., total_computed_tokens=..., num_local_computed_tokens=..., "
+        "num_tokens_main_model=..., apply_admission_cap=...) (an admitting request's own need, "
+        "group by group: adapters/admission.py)",
+        lambda: accepts(
+            SingleTypeKVCacheManager.get_num_blocks_to_allocate,
+            *("request_id", "num_tokens", "new_computed_blocks", "total_computed_tokens"),
+            *("num_local_computed_tokens", "num_tokens_main_model", "apply_admission_cap"),
         ),
     ),
     Requirement(
