@@ -8,7 +8,9 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
-BuiltInVariant = Literal["stock", "none", "original", "group_count", "all_groups", "fixed"]
+BuiltInVariant = Literal[
+    "stock", "none", "original", "group_count", "all_groups", "fixed", "proposed"
+]
 VARIANT_NAMES: tuple[BuiltInVariant, ...] = get_args(BuiltInVariant)
 # The upstream PR's names for its rows; the other variants keep their own in the tables.
 # (The rules themselves are matrix/run/variants.py, which checks it has one per name.)

@@ -23,7 +23,7 @@ def test_readme_example_loads(tmp_path: Path) -> None:
     path.write_text(readme_case())
     ids = [cell.test_id for cell in cells_from_file(path)]
     assert ids[:2] == ["hybrid_swa[k=1]-stock", "hybrid_swa[k=1]-none"]
-    assert len(ids) == 12
+    assert len(ids) == 14
 
 
 @needs_vllm

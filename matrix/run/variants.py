@@ -12,6 +12,15 @@ speculative decoding).
 | `group_count` | original x number of groups          | remaining + the margin             |
 | `all_groups`  | sum over all groups ceil(N / B_g)    | remaining + the margin             |
 | `fixed`       | sum over non-Mamba groups            | remaining for full + N tokens (0.32+) |
+| `proposed`    | its own need beyond its load, per group (below) | remaining for full + N tokens |
+
+``proposed`` is a candidate fix that no release ships: where ``fixed`` keeps ceil(N / B_g) per
+non-Mamba group whatever the prompt's alignment, it keeps what the admitting request will
+need beyond what its load allocates, counted by each non-Mamba group's manager for the
+request's full + N tokens (exact at unaligned prompts), plus the second state block a Mamba
+``align`` group's promotion takes when the load ends on a block boundary, which the admission
+counts as one (``SchedulerHandle.install_reservation(admission_need_per_group=True)``).
+In-flight loads keep what ``fixed`` keeps: their coordinator count already includes that block.
 """
 
 from __future__ import annotations
@@ -64,6 +73,7 @@ class Reservation:
     _: KW_ONLY
     margin_per_inflight_load: bool  # each in-flight load also keeps the margin (0.31's shape)
     spec_tokens_through_coordinator: bool  # in-flight loads count full + N tokens (0.32's shape)
+    admission_need_per_group: bool = False  # the admitting request's own need, per group
 
     def apply(self, handle: SchedulerHandle) -> None:
         """Installs the margin, computed from this scheduler's geometry, on its instance."""
@@ -72,6 +82,7 @@ class Reservation:
             admission_margin=margin,
             per_request_margin=margin if self.margin_per_inflight_load else 0,
             spec_tokens_through_coordinator=self.spec_tokens_through_coordinator,
+            admission_need_per_group=self.admission_need_per_group,
         )
 
 
@@ -112,6 +123,14 @@ BUILT_IN: tuple[Variant, ...] = (
         lambda g: _per_group(g, include_mamba=False),
         margin_per_inflight_load=False,
         spec_tokens_through_coordinator=True,
+    ),
+    # A candidate, not a release's rule: the margin counted by vLLM's managers for the request.
+    Reservation(
+        "proposed",
+        lambda g: 0,
+        margin_per_inflight_load=False,
+        spec_tokens_through_coordinator=True,
+        admission_need_per_group=True,
     ),
 )
 VARIANTS: dict[str, Variant] = {variant.name: variant for variant in BUILT_IN}
