@@ -18,7 +18,7 @@ def test_validate_reports_each_file(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["validate", str(tmp_path)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"{tmp_path / 'bad.yml'}:2: groups: List should have at least 1")
-    assert lines[1] == f"{tmp_path / 'good.yaml'}: ok, 18 cells"
+    assert lines[1] == f"{tmp_path / 'good.yaml'}: ok, 21 cells"
 
 
 REDUNDANT = """\

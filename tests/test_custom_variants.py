@@ -164,7 +164,7 @@ def test_validate_knows_the_variants_it_is_given(
     assert main(["validate", str(path)]) == 1
     assert f"{path}:10: expect.greedy: unknown variant 'greedy'" in capsys.readouterr().out
     assert main(["validate", str(path), "--variant", f"{module}:GREEDY"]) == 0
-    assert "ok, 7 cells" in capsys.readouterr().out
+    assert "ok, 8 cells" in capsys.readouterr().out
 
 
 def test_an_installed_package_declares_variants_by_entry_point(

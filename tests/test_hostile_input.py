@@ -17,6 +17,7 @@ import pytest
 from matrix.__main__ import main
 from matrix.case.expansion import cells_from_file
 from matrix.case.limits import LIMITS, MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
+from matrix.variant_names import VARIANT_NAMES
 from tests.helpers import REPO, needs_vllm, replaced, verdict_of
 
 CORPUS = Path("tests", "corpus")  # relative: the lines name files as given, run from REPO
@@ -160,7 +161,7 @@ def test_real_layouts_fit_the_default_limits(tmp_path: Path) -> None:
     )
     path = tmp_path / "real.yaml"
     path.write_text(text + "\n")
-    assert len(cells_from_file(path)) == 2 * 3 * 6
+    assert len(cells_from_file(path)) == 2 * 3 * len(VARIANT_NAMES)
 
 
 def test_every_limit_is_documented() -> None:

@@ -39,6 +39,7 @@ def test_good_file_loads(write_case: WriteCase) -> None:
         "demo-group_count",
         "demo-all_groups",
         "demo-fixed",
+        "demo-proposed",
     ]
 
 
@@ -166,7 +167,7 @@ def test_yaml_anchors_and_merge_keys(write_case: WriteCase) -> None:
         ("base: &full {kind: full}\n", ""),
         ("  - {<<: *full, block_size: 4}", "  - &g {kind: full, block_size: 4}\n  - {<<: *g}"),
     )
-    assert len(cells_from_file(write_case(merged, "merged.yaml"))) == 6
+    assert len(cells_from_file(write_case(merged, "merged.yaml"))) == 7
 
 
 def test_mixed_mamba_modes_rejected(write_case: WriteCase) -> None:

@@ -75,7 +75,7 @@ def test_a_case_names_a_model_beside_it(tmp_path: Path) -> None:
     (tmp_path / "models" / "tiny-model.yaml").write_text(TINY_MODEL)
     (tmp_path / "tiny.yaml").write_text(MODEL_CASE)
     cells = cells_from_file(tmp_path / "tiny.yaml")
-    assert len(cells) == 6
+    assert len(cells) == 7
     described = cells[0].case.definition.described
     assert described is not None and described.sliding_window == 64
 
@@ -279,7 +279,7 @@ def test_a_new_model_file_runs(inline: pytest.Pytester) -> None:
     (inline.path / "cases" / "models" / "tiny-model.yaml").write_text(TINY_MODEL)
     (inline.path / "cases" / "tiny.yaml").write_text(MODEL_CASE)
     result = inline.runpytest_inprocess("-p", "no:cacheprovider", "--matrix-report=r.json")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
     cells = json.loads((inline.path / "r.json").read_text())["cells"]
     assert {c["model"] for c in cells} == {"tiny-model"}
     result.stdout.fnmatch_lines(["Model*", "tiny-model*"])

@@ -30,7 +30,7 @@ def test_cells_are_tests_with_reports(project: pytest.Pytester) -> None:
     result = project.runpytest_inprocess(
         "-p", "no:cacheprovider", "--matrix-report=out/r.json", "--matrix-report=out/r.md"
     )
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
     result.stdout.fnmatch_lines(["*KV reservation matrix*", "Original*Fail*", "This fix*Pass*"])
     cells = json.loads((project.path / "out" / "r.json").read_text())["cells"]
     assert {(c["variant"], c["observed"]) for c in cells} >= {
@@ -57,7 +57,7 @@ def test_a_wrong_expectation_fails_the_run(project: pytest.Pytester) -> None:
         replaced(SMALL, ("original: fail", "original: fail, group_count: fail"))
     )
     result = project.runpytest_inprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=5, failed=1)
+    result.assert_outcomes(passed=6, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*small.yaml:10: expected fail, observed pass (finished)*",
@@ -71,7 +71,7 @@ def test_invalid_file_is_one_line_and_others_still_run(project: pytest.Pytester)
         replaced(SMALL, ("prompt: 16", "prompt: -1"))
     )
     result = project.runpytest_inprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=6, failed=1)
+    result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines(
         ["*broken.yaml:9: requests.0.prompt: Input should be greater than 0"]
     )
@@ -82,8 +82,8 @@ def test_last_failed_reruns_only_the_failure(project: pytest.Pytester) -> None:
     (project.path / "cases" / "small.yaml").write_text(
         replaced(SMALL, ("original: fail", "original: fail, group_count: fail"))
     )
-    project.runpytest_inprocess().assert_outcomes(passed=5, failed=1)
-    project.runpytest_inprocess("--lf").assert_outcomes(failed=1)  # the 5 passing cells are not run
+    project.runpytest_inprocess().assert_outcomes(passed=6, failed=1)
+    project.runpytest_inprocess("--lf").assert_outcomes(failed=1)  # the 6 passing cells are not run
 
 
 # Shipped cases of every kind: one group, two, Mamba, an engine scenario, a described model.
@@ -114,7 +114,7 @@ def test_xdist_gives_the_same_cells(inline: pytest.Pytester) -> None:
     assert parallel.ret == 0, parallel.stdout.str()[-3000:]
     reports = [json.loads((inline.path / f"{n}.json").read_text()) for n in ("serial", "parallel")]
     assert reports[0] == reports[1]
-    assert len(reports[0]["cells"]) == 84
+    assert len(reports[0]["cells"]) == 98
 
 
 TABLE_FILES = (
@@ -166,7 +166,7 @@ def test_a_case_file_named_on_the_command_line(inline: pytest.Pytester) -> None:
     (inline.path / "elsewhere" / "mine.yaml").write_text(SMALL)
     (inline.path / "elsewhere" / "other.yaml").write_text("not: a case\n")
     result = inline.runpytest_inprocess("-p", "no:cacheprovider", "elsewhere/mine.yaml")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
 
 
 def test_a_directory_named_on_the_command_line(inline: pytest.Pytester) -> None:
@@ -175,8 +175,8 @@ def test_a_directory_named_on_the_command_line(inline: pytest.Pytester) -> None:
     (inline.path / "mine" / "deeper").mkdir(parents=True)
     (inline.path / "mine" / "deeper" / "small.yaml").write_text(SMALL)
     result = inline.runpytest_inprocess("-p", "no:cacheprovider", "mine", "--matrix-report=x.json")
-    result.assert_outcomes(passed=6)
-    assert len(json.loads((inline.path / "x.json").read_text())["cells"]) == 6
+    result.assert_outcomes(passed=7)
+    assert len(json.loads((inline.path / "x.json").read_text())["cells"]) == 7
 
 
 def test_a_named_directory_without_case_files_says_so(pytester: pytest.Pytester) -> None:

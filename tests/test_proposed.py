@@ -56,7 +56,7 @@ def test_unaligned_prompt_fixed_refuses_at_the_fit_proposed_finishes(
     adapter: Any, write_case: WriteCase, k: int
 ) -> None:
     case = case_of(write_case, UNALIGNED.format(k=k))
-    fit = measure_fit(adapter, case)
+    fit = measure_fit(adapter, case).blocks
     assert fit == 4  # the null block and the prompt's 3 blocks
     assert kind_at(adapter, case, "fixed", fit) == "not_admitted"
     assert kind_at(adapter, case, "fixed", fit + 1) == "finished"
@@ -71,7 +71,7 @@ def test_mamba_align_one_past_proposed_refuses_where_fixed_stalls(
     adapter: Any, write_case: WriteCase, speculative: str
 ) -> None:
     case = case_of(write_case, MAMBA_ALIGN.format(speculative=speculative, prompt=17))
-    fit = measure_fit(adapter, case)
+    fit = measure_fit(adapter, case).blocks
     # One block below the fit the admission's own count (one state block) still passes.
     assert kind_at(adapter, case, "fixed", fit - 1) == "stall"
     assert kind_at(adapter, case, "proposed", fit - 1) == "not_admitted"
@@ -85,11 +85,28 @@ def test_mamba_align_no_second_state_block_off_the_boundary(
     """Loads of 15 and 17 tokens end inside a block: the promotion's state stays in it, so
     ``proposed`` reserves no extra state block: pool by pool it ends as ``fixed`` does."""
     case = case_of(write_case, MAMBA_ALIGN.format(speculative="", prompt=prompt))
-    fit = measure_fit(adapter, case)
+    fit = measure_fit(adapter, case).blocks
     pools = range(fit - 2, fit + 1)
     kinds = {v: [kind_at(adapter, case, v, pool) for pool in pools] for v in ("fixed", "proposed")}
     assert kinds["proposed"] == kinds["fixed"]
     assert kinds["proposed"][-1] == "finished" and "stall" not in kinds["proposed"]
+
+
+@pytest.mark.parametrize("prompt", [16, 17])
+def test_mamba_none_no_state_block_reserved(
+    adapter: Any, write_case: WriteCase, prompt: int
+) -> None:
+    """Mamba ``none`` (one block of max_model_len tokens) gets its state and speculative
+    blocks at the admission itself: ``proposed`` keeps nothing for the group, so it finishes
+    at the fit where ``all_groups``, which keeps ceil(N / B) for it too, refuses."""
+    text = MAMBA_ALIGN.format(
+        speculative="speculative: {method: eagle, num_tokens: 3}\n", prompt=prompt
+    ).replace("block_size: 4, mamba_mode: align", "block_size: max_model_len, mamba_mode: none")
+    case = case_of(write_case, text)
+    fit = measure_fit(adapter, case).blocks
+    assert kind_at(adapter, case, "all_groups", fit) == "not_admitted"
+    assert kind_at(adapter, case, "proposed", fit) == "finished"
+    assert kind_at(adapter, case, "proposed", fit - 1) == "not_admitted"
 
 
 def test_admission_need_is_what_the_load_still_needs_once_admitted(
