@@ -56,6 +56,15 @@ def test_a_pool_the_served_engine_fits_is_no_sizer_failure() -> None:
     assert severity_of(RunOutcome(12, "not_admitted", ""), FIT, 10, 11) == "undersized"
 
 
+def test_a_deadlock_must_fail_on_the_served_engine_too() -> None:
+    stalled = RunOutcome(17, "stall", "")
+    assert severity_of(stalled, FIT, 12, served="stall") == "deadlock"
+    assert severity_of(stalled, FIT, 12, served=None) == "deadlock"  # not run again
+    # It finished on the engine sized for the requests: only the case's longer
+    # max_model_len hangs there, and no engine with 17 blocks runs that.
+    assert severity_of(stalled, FIT, 12, served="finished") == "undersized"
+
+
 def test_finished_pools_are_not_failures_and_the_worst_ignores_undersized() -> None:
     outcomes = [
         RunOutcome(8, "not_admitted", ""),

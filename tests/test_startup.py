@@ -96,3 +96,40 @@ def test_the_sizing_is_cached_per_case_content(
 ) -> None:
     case = case_of(write_case, NEMOTRON.format(prompt=prompt))
     assert adapter.startable(case) is adapter.startable(case.model_copy(update={"pool": 12}))
+
+
+# Found by explore --deployable on 0.33 (seed 0): request c, preempted by the others, needs
+# more than the pool to resume at max_model_len 1024 (its draft slots are not capped), but
+# finishes on an engine sized for these requests, which starts with exactly this pool.
+PREEMPTED = """\
+name: preempted
+groups:
+  - {kind: full, block_size: 4}
+speculative: {method: draft_model, num_tokens: 4}
+requests:
+  - {id: a, prompt: 1, async_load: true, max_tokens: 2}
+  - {id: b, prompt: 1, async_load: false, max_tokens: 2}
+  - {id: c, prompt: 5, async_load: false, max_tokens: 5}
+events:
+  - {step: 3}
+  - {step: 3}
+  - run: {max_steps: 200}
+pool: 5
+variants: [stock]
+"""
+
+
+def test_a_hang_only_the_longer_max_model_len_has_is_no_deadlock(
+    adapter: Any, write_case: WriteCase
+) -> None:
+    from matrix.case.expansion import cells_from_file
+    from tests.helpers import verdict_of
+
+    (cell,) = cells_from_file(write_case(PREEMPTED))
+    verdict = verdict_of(adapter, cell)
+    assert (verdict.fit, verdict.startable) == (5, 5)
+    if verdict.observed == "fail":  # the release hangs at 1024 (0.31-0.33)
+        assert [(f.pool, f.kind, f.severity) for f in verdict.failures] == [
+            (5, "preempted", "undersized")
+        ]
+        assert verdict.severity is None

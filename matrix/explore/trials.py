@@ -21,11 +21,12 @@ from matrix.case.loading import read_description
 from matrix.case.model import description_path
 from matrix.explore.strategies import Draw, layout_family
 from matrix.judge.runs import RunOutcome, classify_run
-from matrix.judge.severity import pool_failures, worst
+from matrix.judge.severity import NEVER_AGAIN, pool_failures, worst
 from matrix.judge.tightness import over_reservation, tightness_label
 from matrix.judge.verdict import judge_cell
 from matrix.run.fit import measure_fit
 from matrix.run.pools import run_pool
+from matrix.run.served import served_fit, served_reruns
 
 # How far above the fit the tightness scan looks for the first pool where everything finishes.
 SCAN_ABOVE_FIT = 16
@@ -103,12 +104,17 @@ def trial(
     failed = verdict.observed == "fail"
     severity = None
     if failed:  # how bad, against the pool vLLM would start with (asked of failures only)
-        startable = startable if deployable else adapter.startable(case).blocks
-        served = None
-        if startable is not None and startable < fit:
-            served = measure_fit(adapter, case.served()).blocks
-        outcomes = list(runs.values())
-        severity = worst(pool_failures(outcomes, fit, startable, served)) or verdict.kind
+        sized = adapter.startable(case)
+        never = [p for p, outcome in runs.items() if outcome.kind in NEVER_AGAIN]
+        again = served_reruns(adapter, case, variant, never, fit, sized)
+        failures = pool_failures(
+            list(runs.values()),
+            fit,
+            sized.blocks,
+            served_fit(adapter, case, fit, sized),
+            {trace.pool: classify_run(trace).kind for trace in again},
+        )
+        severity = worst(failures) or verdict.kind
     return Trial(variant, written, failed, verdict.kind, verdict.detail, tight, severity)
 
 

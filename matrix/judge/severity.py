@@ -5,7 +5,8 @@ From worst to mildest:
 
 - ``deadlock``: stall, stuck, step bound or preempted-never-resumed at a pool of at least the
   fit and ``startable`` (the fit alone when ``startable`` is unknown): a pool an engine has,
-  every request fits it alone, and nothing can ever run again.
+  every request fits it alone, and nothing can ever run again; where the pool was run again
+  on the engine ``startable`` is for, it must fail there too (else ``undersized``).
 - ``leak``, ``error``, ``timeout``: as their kinds.
 - ``sizer``: any unfinished run at a pool from ``startable`` up to below the fit on that
   engine (its ``max_model_len`` the longest request's, which caps what a request asks): vLLM
@@ -23,7 +24,7 @@ a failing pool means, it does not decide the verdict.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import get_args
 
@@ -46,16 +47,22 @@ class PoolFailure:
 
 
 def severity_of(
-    outcome: RunOutcome, fit: int, startable: int | None, served_fit: int | None = None
+    outcome: RunOutcome,
+    fit: int,
+    startable: int | None,
+    served_fit: int | None = None,
+    served: RunKind | None = None,
 ) -> Severity:
-    """How bad one unfinished (or unclean) run is; see the module docstring. ``served_fit`` is
-    the fit on the engine ``startable`` is for, where it differs from ``fit``."""
+    """How bad one unfinished (or unclean) run is; see the module docstring. ``served_fit``
+    is the fit on the engine ``startable`` is for, where it differs from ``fit``; ``served``
+    how the same pool ended on that engine, where it was run again (run/served.py)."""
     kind, pool = outcome.kind, outcome.pool
     if kind in AS_THEIR_KIND:
         return kind  # type: ignore[return-value]  # the four kinds are severities too
     deployable = max(fit, startable) if startable is not None else fit
     if kind in NEVER_AGAIN and pool >= deployable:
-        return "deadlock"
+        # Only at the case's longer max_model_len: no engine with this pool runs that.
+        return "undersized" if served == "finished" else "deadlock"
     if startable is not None and startable <= pool < (served_fit or fit):
         return "sizer"
     if kind == "stall" and pool < fit:
@@ -70,10 +77,13 @@ def pool_failures(
     fit: int,
     startable: int | None,
     served_fit: int | None = None,
+    served: Mapping[int, RunKind] | None = None,
 ) -> tuple[PoolFailure, ...]:
-    """Every pool whose run did not finish cleanly, with its severity."""
+    """Every pool whose run did not finish cleanly, with its severity (``served``: pools run
+    again on the served engine, and how they ended there)."""
+    again = served or {}
     return tuple(
-        PoolFailure(o.pool, o.kind, severity_of(o, fit, startable, served_fit))
+        PoolFailure(o.pool, o.kind, severity_of(o, fit, startable, served_fit, again.get(o.pool)))
         for o in outcomes
         if o.kind != "finished"
     )

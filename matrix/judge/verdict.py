@@ -40,7 +40,8 @@ def judge_run(run: CellRun) -> Verdict:
     ``error``, a cell past its deadline a ``timeout`` naming where it was."""
     outcomes = tuple(classify_run(trace) for trace in run.traces)
     startable, reason = run.startable.blocks, run.startable.reason
-    failures = pool_failures(outcomes, run.fit, startable, run.served_fit)
+    served = {t.pool: classify_run(t).kind for t in run.served_traces}
+    failures = pool_failures(outcomes, run.fit, startable, run.served_fit, served)
     if run.error:
         verdict = Verdict("fail", "error", run.error, run.fit, outcomes)
         return replace(verdict, startable=startable, startable_reason=reason, severity="error")

@@ -15,6 +15,7 @@ from matrix.run.fit import measure_fit
 from matrix.run.playback import CellTimeout
 from matrix.run.pools import pool_sizes, run_pool
 from matrix.run.records import CellRun, RunTrace
+from matrix.run.served import served_fit, served_reruns
 from matrix.run.variants import Variant
 
 
@@ -40,15 +41,16 @@ def run_cell(
         case = adapter.resolve(definition)
         fit = measure_fit(adapter, case, deadline, clock)
         startable = _startable(adapter, case)
-        served_fit = _served_fit(adapter, case, fit.blocks, startable, deadline, clock)
+        served = served_fit(adapter, case, fit.blocks, startable, deadline, clock)
     except CellTimeout as timeout:
         return CellRun(0, slack, (), timeout=timed_out("measuring the fit", timeout))
     except Exception as error:  # a case vLLM cannot run is a failing cell, not a crash
         return CellRun(0, slack, (), error=f"{type(error).__name__}: {error}")
     traces: list[RunTrace] = []
+    chosen = variant or cell.variant
     for pool in pool_sizes(case, fit):
         try:
-            traces.append(run_pool(adapter, case, variant or cell.variant, pool, deadline, clock))
+            traces.append(run_pool(adapter, case, chosen, pool, deadline, clock))
         except CellTimeout as timeout:
             detail = timed_out(f"pool {pool}", timeout)
             return CellRun(
@@ -58,8 +60,16 @@ def run_cell(
                 timeout=detail,
                 timeout_pool=pool,
                 startable=startable,
-                served_fit=served_fit,
+                served_fit=served,
             )
+    try:
+        unfinished = [t.pool for t in traces if t.stopped in ("stuck", "step_bound")]
+        again = served_reruns(
+            adapter, case, chosen, unfinished, fit.blocks, startable, deadline, clock
+        )
+    except CellTimeout as timeout:
+        detail = timed_out("confirming on the served engine", timeout)
+        return CellRun(fit.blocks, slack, tuple(traces), timeout=detail, startable=startable)
     digest = ""
     if case.described is not None:
         groups = case.model_dump_json(include={"groups", "requests"})
@@ -69,7 +79,8 @@ def run_cell(
         slack,
         tuple(traces),
         startable=startable,
-        served_fit=served_fit,
+        served_fit=served,
+        served_traces=again,
         layout_digest=digest,
     )
 
@@ -81,24 +92,3 @@ def _startable(adapter: VersionAdapter, case: CaseFile) -> Startable:
         return adapter.startable(case)
     except Exception as error:
         return Startable(None, f"vLLM's start-up sizing raised {type(error).__name__}: {error}")
-
-
-def _served_fit(
-    adapter: VersionAdapter,
-    case: CaseFile,
-    fit: int,
-    startable: Startable,
-    deadline: float,
-    clock: Callable[[], float],
-) -> int | None:
-    """The fit on the engine ``startable`` is for (``max_model_len`` the longest request's),
-    asked only where that engine starts below the case's fit: its scheduler caps what a
-    request asks at that length, so it may need less than the case's runs did."""
-    if startable.blocks is None or startable.blocks >= fit:
-        return None
-    try:
-        return measure_fit(adapter, case.served(), deadline, clock).blocks
-    except CellTimeout:
-        raise
-    except Exception:  # the sizing figure is then the case's fit: no pool is judged sizer
-        return None

@@ -69,6 +69,9 @@ class CellRun:
     # slots at the shorter ``max_model_len``): a pool from ``startable`` below this never
     # finishes a request the engine accepted. None: not asked, the case's fit stands.
     served_fit: int | None = None
+    # Runs that never finished at a pool an engine can have, again on that engine
+    # (run/served.py): a deadlock is one only where these fail too.
+    served_traces: tuple[RunTrace, ...] = ()
     # Identifies the layout a described model ran with on this release (its derived groups), so
     # cells of releases that derive different layouts are never compared as equals.
     layout_digest: str = ""
