@@ -114,11 +114,11 @@ def trial(
             served_fit(adapter, case, fit, sized),
             {trace.pool: classify_run(trace).kind for trace in again},
         )
-        severity = worst(failures)
+        worst_found = worst(failures)
         # A deployable search looks for what an engine can hit: a failure that is one only
         # at the case's longer max_model_len (undersized alone) is not a finding there.
-        failed = severity is not None or not deployable
-        severity = severity or verdict.kind
+        failed = worst_found is not None or not deployable
+        severity = worst_found or verdict.kind
     return Trial(variant, written, failed, verdict.kind, verdict.detail, tight, severity)
 
 
