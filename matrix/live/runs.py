@@ -1,0 +1,88 @@
+"""One live run: a case's events on a live engine at one pool, under one variant, played by the
+harness's own playback (the same events, load completions, aborts, block accounting and
+deadline), with the live hang rule in place of the harness's stuck rule."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from time import monotonic
+
+from matrix.adapters.handle import Handle
+from matrix.case.format import CaseFile
+from matrix.live.engine import LiveEngine
+from matrix.live.handle import LiveHandle
+from matrix.run.playback import CellTimeout, Playback, play
+from matrix.run.records import RunTrace
+from matrix.run.variants import Variant
+
+# Engine steps without progress after which a live run has hung (the harness stops after 2:
+# its scheduler is deterministic; a real engine is given longer to show it).
+HANG_STEPS = 8
+
+
+@dataclass
+class LivePlayback(Playback):
+    """The harness's playback, stopping after ``hang_steps`` engine steps in which nothing
+    was scheduled, no request's state or the free blocks changed, and no load is left to
+    report."""
+
+    hang_steps: int = HANG_STEPS
+
+    def stuck(self) -> bool:
+        """Whether the engine has made no progress for ``hang_steps`` steps."""
+        if len(self.records) <= self.hang_steps:
+            return False
+        recent = self.records[-(self.hang_steps + 1) :]
+        if not all(not r.scheduled and r.state == recent[0].state for r in recent):
+            return False
+        finishing, failing = self._loads_to_report()
+        return not (finishing or failing)
+
+
+class UncleanEngine(Exception):
+    """A run left the engine with requests or blocks it could not drain."""
+
+
+def run_live_pool(
+    engine: LiveEngine,
+    handle_type: type[Handle],
+    case: CaseFile,
+    variant: Variant,
+    pool: int,
+    hang_steps: int = HANG_STEPS,
+    deadline: float = math.inf,
+    clock: Callable[[], float] = monotonic,
+) -> RunTrace:
+    """A fresh scheduler of ``pool`` blocks on ``engine``, ``variant`` installed on it as the
+    harness installs it, the requests added and the events played. vLLM raising is a trace
+    that stopped with ``error``; raises :class:`UncleanEngine` when the engine could not be
+    drained afterwards, and ``CellTimeout`` past the deadline."""
+    playback: LivePlayback | None = None
+    handle: LiveHandle | None = None
+    try:
+        handle = LiveHandle(engine, handle_type, pool)
+        variant.apply(handle)
+        for request in case.requests:
+            handle.add_request(request)
+        playback = LivePlayback(handle, case, deadline=deadline, clock=clock, hang_steps=hang_steps)
+        stopped, unmet = play(playback, list(case.events))
+        trace = RunTrace(
+            pool,
+            tuple(playback.records),
+            stopped,
+            unmet_expectation=unmet,
+            leak=playback.leak,
+            reserved=playback.reserved,
+        )
+    except CellTimeout:
+        raise
+    except Exception as error:  # vLLM raising is an outcome to report, not a crash
+        records = tuple(playback.records) if playback is not None else ()
+        leak = playback.leak if playback is not None else ""
+        trace = RunTrace(pool, records, "error", f"{type(error).__name__}: {error}", leak=leak)
+    finally:
+        if handle is not None and not handle.finish():
+            raise UncleanEngine(f"pool {pool}: the engine kept requests or blocks after the run")
+    return trace

@@ -1,0 +1,191 @@
+"""A live session: every cell of the case files, run by the harness and, where an engine can
+run it, live at the harness's pools; one engine at a time, started once per layout."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from matrix.case.expansion import Cell, case_files, cells_from_file
+from matrix.case.format import CaseFile
+from matrix.installed import expected_stock, installed_vllm_version
+from matrix.judge.result import result_of
+from matrix.judge.runs import classify_run
+from matrix.judge.verdict import judge_run
+from matrix.live.outcome import PoolAgreement, PoolChoice, live_outcome, pools_to_run, trace_lines
+from matrix.live.platform import detect_device
+from matrix.live.report import Disagreement, LiveCell, LiveReport
+from matrix.report.tables import cell_text
+from matrix.run.cell import run_cell
+from matrix.run.playback import CellTimeout
+from matrix.run.records import RunTrace
+from matrix.run.variants import VARIANTS
+from matrix.variant_names import VARIANT_NAMES
+
+if TYPE_CHECKING:  # these import vLLM, which the session imports once the device is known
+    from matrix.adapters.handle import Handle
+    from matrix.adapters.protocol import VersionAdapter
+    from matrix.live.engine import Engines, LiveEngine
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a live session runs."""
+
+    paths: tuple[Path, ...]
+    pools: PoolChoice = "all"
+    hang_steps: int = 8
+    keyword: str = ""  # only cells whose id contains it
+    variants: tuple[str, ...] = VARIANT_NAMES
+
+
+def session_cells(options: Options) -> list[Cell]:
+    """The cells of the case files named, in a stable order, filtered by the options."""
+    ships = expected_stock()
+    cells = [
+        cell
+        for path in options.paths
+        for case_file in case_files(path)
+        for cell in cells_from_file(case_file, ships, VARIANT_NAMES)
+    ]
+    return [
+        cell
+        for cell in cells
+        if cell.variant in options.variants and options.keyword in cell.test_id
+    ]
+
+
+def run_session(options: Options, say: Callable[[str], None] = print) -> LiveReport:
+    """Runs the session; ``say`` hears a line per cell that ran, as it ends."""
+    started = time.monotonic()
+    version = installed_vllm_version() or "none"
+    device = detect_device()
+    if isinstance(device, str):
+        return LiveReport(version, "", no_device=device, pools=options.pools)
+    # vLLM is imported once the offline switches and the platform's settings are in place.
+    from matrix.adapters.selection import select_adapter
+    from matrix.live.engine import Engines
+
+    adapter = select_adapter()
+    imported = time.monotonic() - started
+    session = _Session(adapter, Engines(device), device.on_cpu, options)
+    cells: list[LiveCell] = []
+    for cell in session_cells(options):
+        record = session.cell(cell)
+        cells.append(record)
+        if not record.skipped:
+            say(f"{record.case}-{record.variant}: {'agrees' if record.agrees else 'DISAGREES'}")
+    session.engines.discard()
+    return LiveReport(
+        version,
+        device.name,
+        pools=options.pools,
+        hang_steps=options.hang_steps,
+        cells=tuple(cells),
+        wall_seconds=time.monotonic() - started,
+        engine_starts=tuple(session.engines.starts),
+        import_seconds=imported,
+    )
+
+
+class _Session:
+    """What the cells of a session share: the harness's adapter and the live engines."""
+
+    def __init__(
+        self, adapter: VersionAdapter, engines: Engines, on_cpu: bool, options: Options
+    ) -> None:
+        self.adapter = adapter
+        self.handle_type: type[Handle] | None = getattr(adapter, "handle_type", None)
+        self.engines = engines
+        self.on_cpu = on_cpu
+        self.options = options
+
+    def cell(self, cell: Cell) -> LiveCell:
+        """One cell: skipped with the reason, or the harness's runs and the live ones."""
+        from matrix.live.layout import live_unsupported
+
+        definition = cell.case.definition
+        named = (cell.case.case_id, cell.variant, f"{cell.case.source.name}:{cell.line}")
+        reason = self.adapter.unsupported(definition)
+        case = definition if reason else self.adapter.resolve(definition)
+        reason = reason or live_unsupported(case, self.on_cpu)
+        if self.handle_type is None:
+            reason = f"the {self.adapter.release} adapter has no handle class to drive"
+        if reason or self.handle_type is None:
+            return LiveCell(*named, skipped=reason or "")
+        harness = run_cell(self.adapter, cell, VARIANTS[cell.variant])
+        if harness.error or harness.timeout:
+            why = f"the harness could not run it: {harness.error or harness.timeout}"
+            return LiveCell(*named, skipped=why)
+        verdict = judge_run(harness)
+        swept = {trace.pool: trace for trace in harness.traces}
+        pools = pools_to_run(sorted(swept), verdict.failing_pools, self.options.pools)
+        engine = self.engines.get(case, max(pools, default=2))
+        if isinstance(engine, str):
+            return LiveCell(*named, skipped=engine)
+        began = time.monotonic()
+        agreements, disagreements, error = self._live_runs(engine, case, cell.variant, pools, swept)
+        return LiveCell(
+            *named,
+            harness=cell_text(result_of(cell, verdict)),
+            fit=harness.fit,
+            pools=tuple(agreements),
+            disagreements=tuple(disagreements),
+            error=error,
+            seconds=time.monotonic() - began,
+        )
+
+    def _live_runs(
+        self,
+        engine: LiveEngine,
+        case: CaseFile,
+        variant: str,
+        pools: list[int],
+        harness: dict[int, RunTrace],
+    ) -> tuple[list[PoolAgreement], list[Disagreement], str]:
+        """The live run of each pool, beside the harness's; stops at a timeout or an engine
+        left unclean (then discarded), saying so."""
+        from matrix.live.runs import UncleanEngine, run_live_pool
+
+        assert self.handle_type is not None
+        deadline = time.monotonic() + case.limit("seconds")
+        agreements: list[PoolAgreement] = []
+        disagreements: list[Disagreement] = []
+        for pool in pools:
+            try:
+                live = run_live_pool(
+                    engine,
+                    self.handle_type,
+                    case,
+                    VARIANTS[variant],
+                    pool,
+                    self.options.hang_steps,
+                    deadline,
+                )
+            except (CellTimeout, UncleanEngine) as problem:
+                self.engines.discard()
+                return (
+                    agreements,
+                    disagreements,
+                    f"pool {pool}: {type(problem).__name__}: {problem}",
+                )
+            agreement = _agreement(harness[pool], live)
+            agreements.append(agreement)
+            if not agreement.agrees:
+                disagreements.append(
+                    Disagreement(pool, tuple(trace_lines(harness[pool])), tuple(trace_lines(live)))
+                )
+        return agreements, disagreements, ""
+
+
+def _agreement(harness: RunTrace, live: RunTrace) -> PoolAgreement:
+    return PoolAgreement(
+        harness.pool,
+        classify_run(harness).kind,
+        live_outcome(harness),
+        live_outcome(live),
+        live.message,
+    )
