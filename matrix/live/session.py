@@ -102,20 +102,14 @@ class _Session:
         self.engines = engines
         self.on_cpu = on_cpu
         self.options = options
+        self._cases: dict[tuple[str, str], tuple[CaseFile, str]] = {}
 
     def cell(self, cell: Cell) -> LiveCell:
         """One cell: skipped with the reason, or the harness's runs and the live ones."""
-        from matrix.live.layout import live_unsupported
-
-        definition = cell.case.definition
         named = (cell.case.case_id, cell.variant, f"{cell.case.source.name}:{cell.line}")
-        reason = self.adapter.unsupported(definition)
-        case = definition if reason else self.adapter.resolve(definition)
-        reason = reason or live_unsupported(case, self.on_cpu)
-        if self.handle_type is None:
-            reason = f"the {self.adapter.release} adapter has no handle class to drive"
+        case, reason = self._resolved(cell)
         if reason or self.handle_type is None:
-            return LiveCell(*named, skipped=reason or "")
+            return LiveCell(*named, skipped=reason)
         harness = run_cell(self.adapter, cell, VARIANTS[cell.variant])
         if harness.error or harness.timeout:
             why = f"the harness could not run it: {harness.error or harness.timeout}"
@@ -137,6 +131,22 @@ class _Session:
             error=error,
             seconds=time.monotonic() - began,
         )
+
+    def _resolved(self, cell: Cell) -> tuple[CaseFile, str]:
+        """The cell's case with its groups, and why it cannot run live ("" when it can);
+        once per case (its variants' cells share it)."""
+        from matrix.live.layout import live_unsupported
+
+        key = str(cell.case.source), cell.case.case_id
+        if key not in self._cases:
+            definition = cell.case.definition
+            reason = self.adapter.unsupported(definition)
+            case = definition if reason else self.adapter.resolve(definition)
+            reason = reason or live_unsupported(case, self.on_cpu)
+            if self.handle_type is None:
+                reason = f"the {self.adapter.release} adapter has no handle class to drive"
+            self._cases[key] = case, reason or ""
+        return self._cases[key]
 
     def _live_runs(
         self,
