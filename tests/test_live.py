@@ -130,10 +130,11 @@ def test_live_outcomes_from_the_step_records() -> None:
 
 def test_pools_run_live() -> None:
     swept = list(range(4, 21))
-    assert pools_to_run(swept, (7, 8, 13, 14), "all") == swept
-    assert pools_to_run(swept, (7, 8, 13, 14), "failing") == [6, 7, 8, 9, 12, 13, 14, 15]
-    assert pools_to_run(swept, (), "failing") == []
-    assert pools_to_run(swept, (4, 20), "failing") == [4, 5, 19, 20]
+    assert pools_to_run(swept, (7, 8, 13, 14), "all", 9) == swept
+    assert pools_to_run(swept, (7, 8, 13, 14), "failing", 9) == [6, 7, 8, 9, 12, 13, 14, 15]
+    assert pools_to_run(swept, (4, 20), "failing", 9) == [4, 5, 19, 20]
+    # A passing cell: where its requests start to finish.
+    assert pools_to_run(swept, (), "failing", 9) == [8, 9]
 
 
 def agreement(pool: int, harness: str, live: str) -> PoolAgreement:

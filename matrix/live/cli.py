@@ -26,7 +26,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--live-pools",
         choices=POOL_CHOICES,
         default="all",
-        help="every pool the harness sweeps, or its failing pools and their neighbours",
+        help="every pool the harness sweeps, or its failing pools and their neighbours (a "
+        "passing cell: its fit and the pool below)",
     )
     live.add_argument(
         "--hang-steps",

@@ -20,6 +20,7 @@ from typing import Any
 
 from vllm import EngineArgs
 from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+from vllm.sampling_params import SamplingParams
 from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
 from vllm.v1.engine.llm_engine import LLMEngine
 from vllm.v1.executor.abstract import Executor
@@ -29,7 +30,7 @@ from matrix.adapters.accounting import block_account
 from matrix.adapters.config import EngineSettings, engine_settings
 from matrix.case.format import CaseFile
 from matrix.live.connector import CONNECTOR_NAME, REPORTS
-from matrix.live.layout import model_dir
+from matrix.live.layout import BLOCK_TOKEN, SAMPLED_TOKEN, TAIL_TOKENS, model_dir
 from matrix.live.platform import Device
 
 # At least this many blocks per engine (a few MB): pools above it start a bigger engine.
@@ -40,6 +41,17 @@ DRAIN_STEPS = 32
 
 class LayoutMismatch(Exception):
     """The engine's KV cache groups are not the case's; the message says both."""
+
+
+class FirstRequestFailed(Exception):
+    """The started engine raised serving its first request; the message is vLLM's error."""
+
+
+def live_sampling(max_tokens: int) -> SamplingParams:
+    """A live request's sampling: greedy, of the one token the drafter proposes, to the end."""
+    return SamplingParams(
+        max_tokens=max_tokens, ignore_eos=True, temperature=0.0, allowed_token_ids=[SAMPLED_TOKEN]
+    )
 
 
 def live_settings(case: CaseFile) -> EngineSettings:
@@ -118,6 +130,25 @@ class LiveEngine:
                 f"the engine's KV cache groups are {engine_groups}, the case's "
                 f"{group_kinds(case.groups)}"
             )
+        try:
+            self._serve_one()
+        except Exception as error:
+            self.shutdown()
+            raise FirstRequestFailed(f"{type(error).__name__}: {error}") from error
+
+    def _serve_one(self) -> None:
+        """Serves one local request to its end (a prefill, decode steps, drafts verified):
+        an engine that cannot is refused before any cell runs on it."""
+        self.use_pool(self.blocks)
+        prompt = [BLOCK_TOKEN + i for i in range(self.settings.block_size)]
+        prompt += [SAMPLED_TOKEN] * TAIL_TOKENS
+        self.llm.add_request("serve-one", {"prompt_token_ids": prompt}, live_sampling(8))
+        for _ in range(DRAIN_STEPS):
+            if not self.core.scheduler.has_requests():
+                break
+            self.llm.step()
+        if not self.drain([]):
+            raise RuntimeError("the first request did not finish")
 
     @property
     def scheduler(self) -> Any:
@@ -201,6 +232,9 @@ class Engines:
             self.current = LiveEngine(case, self.device, max(ENGINE_BLOCKS, pool))
         except LayoutMismatch as error:
             self.refused[settings] = f"the live engine's layout differs: {error}"
+            return self.refused[settings]
+        except FirstRequestFailed as error:
+            self.refused[settings] = f"vLLM's engine fails its first request: {error}"
             return self.refused[settings]
         except Exception as error:  # vLLM refusing to start the engine is the reason
             reason = f"vLLM does not start this engine: {type(error).__name__}: {error}"

@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from vllm.sampling_params import SamplingParams
-
 from matrix.adapters.accounting import block_account
 from matrix.adapters.handle import Handle, remote_prefill, status_of
 from matrix.adapters.protocol import (
@@ -28,8 +26,8 @@ from matrix.adapters.protocol import (
 )
 from matrix.case.parts import RequestSpec
 from matrix.live.connector import REPORTS
-from matrix.live.engine import LiveEngine
-from matrix.live.layout import SAMPLED_TOKEN, live_prompt
+from matrix.live.engine import LiveEngine, live_sampling
+from matrix.live.layout import live_prompt
 
 
 def release_view(handle_type: type[Handle], scheduler: Any) -> Handle:
@@ -93,12 +91,7 @@ class LiveHandle:
     def add_request(self, spec: RequestSpec) -> None:
         """Adds the request through the engine: the live prompt, greedy sampling of the one
         token the drafter proposes, NIXL's remote-prefill parameters if it loads."""
-        params = SamplingParams(
-            max_tokens=spec.max_tokens,
-            ignore_eos=True,
-            temperature=0.0,
-            allowed_token_ids=[SAMPLED_TOKEN],
-        )
+        params = live_sampling(spec.max_tokens)
         if spec.async_load:
             params.extra_args = {
                 "kv_transfer_params": remote_prefill(spec.id, spec.prompt_tokens())

@@ -21,9 +21,11 @@ from typing import Any
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
 
-# The one token the live model samples, and the run of it that ends every prompt.
+# The one token the live model samples, and the run of it that ends every prompt; the other
+# prompt tokens start above it.
 SAMPLED_TOKEN = 7
 TAIL_TOKENS = 32
+BLOCK_TOKEN = 8
 # vLLM's CPU attention runs blocks of a multiple of 32 tokens (measured: 0.31 runs an 8- or
 # 16-token block size as 32) and needs a head size it has kernels for (64 works, 16 does not).
 CPU_BLOCK_MULTIPLE = 32
@@ -136,8 +138,8 @@ def live_prompt(spec: RequestSpec, prompts: dict[str, list[int]]) -> list[int]:
     for the ngram drafter to match."""
     length = spec.prompt_tokens()
     seed = sum(map(ord, spec.id))
-    # Tokens 8 and up: never the sampled token, so only the tail matches the drafter.
-    prompt = [(seed * 31 + index * 17) % 1000 + 8 for index in range(length)]
+    # Never the sampled token, so only the tail matches the drafter.
+    prompt = [(seed * 31 + index * 17) % 1000 + BLOCK_TOKEN for index in range(length)]
     tail = min(TAIL_TOKENS, length - 1)
     prompt[length - tail :] = [SAMPLED_TOKEN] * tail
     if spec.prefix is not None:

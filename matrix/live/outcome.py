@@ -48,12 +48,15 @@ def live_outcome(trace: RunTrace) -> LiveOutcome:
     return "hang" if admitted else "refused"
 
 
-def pools_to_run(swept: Sequence[int], failing: Sequence[int], choice: PoolChoice) -> list[int]:
+def pools_to_run(
+    swept: Sequence[int], failing: Sequence[int], choice: PoolChoice, fit: int
+) -> list[int]:
     """The pools a cell runs live: every pool the harness swept, or (``failing``) its failing
-    pools and their neighbours among the swept ones."""
+    pools and their neighbours among the swept ones; a cell without one, its fit and the pool
+    below, where its requests start to finish."""
     if choice == "all":
         return list(swept)
-    wanted = {pool + offset for pool in failing for offset in (-1, 0, 1)}
+    wanted = {pool + offset for pool in failing for offset in (-1, 0, 1)} or {fit - 1, fit}
     return [pool for pool in swept if pool in wanted]
 
 

@@ -116,7 +116,7 @@ class _Session:
             return LiveCell(*named, skipped=why)
         verdict = judge_run(harness)
         swept = {trace.pool: trace for trace in harness.traces}
-        pools = pools_to_run(sorted(swept), verdict.failing_pools, self.options.pools)
+        pools = pools_to_run(sorted(swept), verdict.failing_pools, self.options.pools, harness.fit)
         engine = self.engines.get(case, max(pools, default=2))
         if isinstance(engine, str):
             return LiveCell(*named, skipped=engine)
