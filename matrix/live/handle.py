@@ -11,7 +11,6 @@ installed on the engine's scheduler exactly as on the harness's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from matrix.adapters.accounting import block_account
@@ -69,20 +68,10 @@ class LiveHandle:
         """The engine scheduler's geometry, as the release's handle reads it."""
         return self.release.geometry()
 
-    def install_reservation(
-        self,
-        admission_margin: int,
-        per_request_margin: int,
-        spec_tokens_through_coordinator: bool,
-        admission_margin_for: Callable[[int], int] | None = None,
-    ) -> None:
-        """Installs a variant on the engine's scheduler, as the release's handle does."""
-        self.release.install_reservation(
-            admission_margin,
-            per_request_margin,
-            spec_tokens_through_coordinator,
-            admission_margin_for,
-        )
+    def install_reservation(self, *args: Any, **kwargs: Any) -> None:
+        """Installs a variant on the engine's scheduler: the release's handle's own
+        ``install_reservation`` (see ``SchedulerHandle``), whatever its arguments."""
+        self.release.install_reservation(*args, **kwargs)
 
     def reservation(self) -> int:
         """What an async-load admission keeps free now, as the release's handle reads it."""
