@@ -229,3 +229,15 @@ def test_live_arguments_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["live", "--report", "out.txt"]) == 2
     assert "use a .md or .json file name" in capsys.readouterr().err
     assert main(["live", "--hang-steps", "0"]) == 2
+
+
+def test_a_case_file_that_does_not_load_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from matrix.__main__ import main
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: broken\ngroups: 3\n")
+    assert main(["live", str(broken)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"{broken}:") and "\n" not in error

@@ -49,6 +49,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Runs the live session, prints and writes its report; the exit status."""
+    from matrix.case.reading import CaseFileError
     from matrix.live.report import exit_status, terminal_text, write
     from matrix.live.session import Options, run_session
 
@@ -66,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
         keyword=args.keyword,
         variants=tuple(args.variants or VARIANT_NAMES),
     )
-    report = run_session(options, say=lambda line: print(line, flush=True))
+    try:
+        report = run_session(options, say=lambda line: print(line, flush=True))
+    except CaseFileError as error:
+        print(error, file=sys.stderr)
+        return 2
     print(terminal_text(report))
     stem = f"live-{report.vllm_version}"
     for path in args.report or (REPORTS / f"{stem}.md", REPORTS / f"{stem}.json"):

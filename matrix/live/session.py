@@ -59,8 +59,11 @@ def session_cells(options: Options) -> list[Cell]:
 
 
 def run_session(options: Options, say: Callable[[str], None] = print) -> LiveReport:
-    """Runs the session; ``say`` hears a line per cell that ran, as it ends."""
+    """Runs the session; ``say`` hears a line per cell that ran, as it ends. Raises
+    ``CaseFileError`` (``file:line: message``) for a case file that does not load, before
+    vLLM is imported."""
     started = time.monotonic()
+    to_run = session_cells(options)
     version = installed_vllm_version() or "none"
     device = detect_device()
     if isinstance(device, str):
@@ -73,7 +76,7 @@ def run_session(options: Options, say: Callable[[str], None] = print) -> LiveRep
     imported = time.monotonic() - started
     session = _Session(adapter, Engines(device), device.on_cpu, options)
     cells: list[LiveCell] = []
-    for cell in session_cells(options):
+    for cell in to_run:
         record = session.cell(cell)
         cells.append(record)
         if not record.skipped:
