@@ -107,7 +107,7 @@ def test_a_bad_expected_file_is_one_line_naming_its_line(tmp_path: Path) -> None
     path = tmp_path / "vllm-9.9.9.yaml"
     path.write_text(
         "release: 9.9.9\ntiers: {quick: [a.py]}\nknown:\n"
-        "  - {test: a.py, outcome: broken, needs: gpu, reason: x}\n"
+        "  - {tests: [a.py], outcome: broken, needs: gpu, reason: x}\n"
     )
     with pytest.raises(CaseFileError, match=r"vllm-9\.9\.9\.yaml:4: known\.0\.outcome"):
         load_expected(path)

@@ -58,9 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "to every scheduler, and report the tests it changes against stock",
     )
     parser.add_argument(
-        "--reuse-stock",
+        "--recorded",
         action="store_true",
-        help="with --upstream-variant: compare with the stock run this tier last recorded",
+        help="take stock's outcomes from this tier's last recorded run (reports/upstream-"
+        "<version>-<tier>.json) instead of running it: judge it again after editing the "
+        "expected file, or compare a variant with it",
     )
     parser.add_argument("--source", type=Path, help="a vLLM checkout whose tests/ to run")
     parser.add_argument("--expected", type=Path, help="default: upstream/vllm-<release>.yaml")
@@ -159,14 +161,16 @@ def _payload(info: RunInfo, results: dict[str, Result], extra: list[str]) -> dic
     }
 
 
-def _recorded_stock(path: Path, extra: list[str]) -> dict[str, Result] | None:
+def _recorded(path: Path, extra: list[str]) -> tuple[dict[str, Result], RunInfo]:
+    """A run recorded by ``_write``: its results and what it was."""
     if not path.is_file():
-        return None
+        raise SourceError(f"{path}: no recorded run (run once without --recorded)")
     payload = json.loads(path.read_text())
-    if payload.get("pytest_args") != extra:
-        return None
+    if payload["pytest_args"] != extra:
+        raise SourceError(f"{path}: recorded with pytest arguments {payload['pytest_args']}")
     print(f"matrix upstream: stock outcomes from {path}")
-    return {nodeid: Result(**fields) for nodeid, fields in payload["tests"].items()}
+    results = {nodeid: Result(**fields) for nodeid, fields in payload["tests"].items()}
+    return results, RunInfo(**payload["run"])
 
 
 def main(options: argparse.Namespace) -> int:
@@ -187,16 +191,15 @@ def main(options: argparse.Namespace) -> int:
         expected = load_expected(where)
         paths = tier_paths(expected, options.tier, root, where, drop=bool(options.source))
         stem = f"upstream-{version}-{options.tier}"
-        stock = (
-            _recorded_stock(options.out / f"{stem}.json", extra) if options.reuse_stock else None
-        )
-        code = 0
-        if stock is None:
+        record = options.out / f"{stem}.json"
+        if options.recorded:
+            stock, info = _recorded(record, extra)
+        else:
             stock, wall = run_pytest(root, paths, options.workers, extra, None)
             info = RunInfo(version, options.tier, source_record(root), wall, options.workers)
-            comparison = compare(stock, expected.known, paths, complete=not extra)
-            _write(options.out, stem, stock_report(info, comparison), _payload(info, stock, extra))
-            code = 0 if comparison.ok else 1
+        comparison = compare(stock, expected.entries(), paths, complete=not extra)
+        _write(options.out, stem, stock_report(info, comparison), _payload(info, stock, extra))
+        code = 0 if comparison.ok else 1
         if variant is not None:
             results, wall = run_pytest(
                 root, paths, options.workers, extra, options.upstream_variant

@@ -63,12 +63,29 @@ class Tiers(Strict):
         return [p for p in dict.fromkeys(paths) if not _in_paths(p, [q for q in paths if q != p])]
 
 
+class KnownGroup(Strict):
+    """Tests (node ids or prefixes, as :class:`Known`'s) that end alike for one reason."""
+
+    outcome: Literal["failed", "error", "skipped"]
+    needs: Need
+    reason: str
+    tests: list[str] = Field(min_length=1)
+
+
 class Expected(Strict):
     """One release's file: its tiers and its known outcomes."""
 
     release: str
     tiers: Tiers
-    known: list[Known] = Field(default_factory=list)
+    known: list[KnownGroup] = Field(default_factory=list)
+
+    def entries(self) -> list[Known]:
+        """Every listed test with its outcome and reason."""
+        return [
+            Known(test=test, outcome=group.outcome, needs=group.needs, reason=group.reason)
+            for group in self.known
+            for test in group.tests
+        ]
 
 
 def expected_path(release: str) -> Path:

@@ -119,7 +119,7 @@ def pytest_runtest_makereport(
 
 
 def crash_message(report: pytest.CollectReport | pytest.TestReport) -> str:
-    """The first line of what went wrong (the assertion, the exception), or a skip's reason."""
+    """What went wrong, in its first lines (the assertion, the exception), or a skip's reason."""
     longrepr = report.longrepr
     if isinstance(longrepr, tuple):  # a skip: (file, line, reason)
         text = str(longrepr[2])
@@ -130,7 +130,8 @@ def crash_message(report: pytest.CollectReport | pytest.TestReport) -> str:
     # A collection error's text is a traceback: its last "E" line is the exception.
     raised = [line.removeprefix("E").strip() for line in lines if line.startswith("E ")]
     lines = raised[-1:] or lines
-    return lines[0][:300] if lines else ""
+    # A pydantic error's first line names the model; the reason follows it.
+    return " / ".join(lines[:3])[:300]
 
 
 def outcome_of(report: pytest.TestReport, so_far: str | None) -> str | None:
