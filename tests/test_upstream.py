@@ -22,6 +22,7 @@ from matrix.case.loading import load_case_file
 from matrix.case.reading import CaseFileError
 from matrix.releases import RELEASES
 from matrix.tools.upstream_expected import (
+    Expected,
     Known,
     Result,
     Tiers,
@@ -113,6 +114,28 @@ def test_a_bad_expected_file_is_one_line_naming_its_line(tmp_path: Path) -> None
         load_expected(path)
 
 
+def test_a_tier_path_missing_from_the_release_names_the_expected_file(tmp_path: Path) -> None:
+    from matrix.tools.upstream import tier_paths
+    from matrix.tools.upstream_source import SourceError
+
+    (tmp_path / "tests" / "v1" / "core").mkdir(parents=True)
+    (tmp_path / FILE).write_text("")
+    expected = Expected(release="9.9.9", tiers=Tiers(quick=[FILE], core=["tests/v1/gone.py"]))
+    assert tier_paths(expected, "quick", tmp_path, Path("e.yaml"), drop=False) == [FILE]
+    with pytest.raises(SourceError, match=r"e\.yaml: tests/v1/gone\.py: not in the release"):
+        tier_paths(expected, "core", tmp_path, Path("e.yaml"), drop=False)
+    assert tier_paths(expected, "core", tmp_path, Path("e.yaml"), drop=True) == [FILE]
+
+
+def test_an_unknown_variant_stops_the_command_before_anything_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from matrix.__main__ import main
+
+    assert main(["upstream", "--upstream-variant", "no_such_rule"]) == 2
+    assert "no variant 'no_such_rule'" in capsys.readouterr().err
+
+
 def test_every_release_has_an_expected_file_and_an_env() -> None:
     tox = configparser.ConfigParser(interpolation=None)
     tox.read(REPO / "tox.ini", encoding="utf-8")
@@ -151,6 +174,7 @@ def test_xfails():
 """
 
 
+@pytest.mark.once
 def test_the_plugin_records_every_outcome_and_the_run_is_judged_by_it(
     pytester: pytest.Pytester,
 ) -> None:
