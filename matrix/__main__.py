@@ -1,5 +1,5 @@
 """Command line: ``python -m matrix COMMAND``: run, validate, crossversion, schema, bench,
-show-layout, explore, live."""
+show-layout, explore, live, upstream."""
 
 from __future__ import annotations
 
@@ -152,6 +152,14 @@ def _explore(options: argparse.Namespace) -> int:
     )
 
 
+def _upstream_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from matrix.tools import upstream
+
+    upstream.add_arguments(
+        commands.add_parser("upstream", help="vLLM's own tests on this env (docs/upstream.md)")
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line: runs the command ``argv`` names; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m matrix", description=__doc__)
@@ -187,9 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     from matrix.live import cli as live_cli
 
     live_cli.add_parser(commands)
+    _upstream_parser(commands)
     options = parser.parse_args(argv)
     if options.command == "live":
         return live_cli.run(options)
+    if options.command == "upstream":
+        from matrix.tools import upstream
+
+        return upstream.main(options)
     if options.command == "show-layout":
         return show_layout.main(options)
     if options.command == "explore":

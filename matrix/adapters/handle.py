@@ -10,7 +10,7 @@ and each release's module (``v0_30`` ...) implements them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Self
 
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -102,6 +102,15 @@ class Handle:
         speculative = case.speculative
         self.worker = Worker(self.scheduler, speculative.accept if speculative else "all")
         self.engine = EngineLoop(self.scheduler, self.worker, config.max_concurrent_batches)
+
+    @classmethod
+    def adopt(cls, scheduler: Any) -> Self:
+        """A handle on a scheduler built elsewhere (by vLLM's own tests: ``python -m matrix
+        upstream``), for a variant's ``geometry`` and ``install_reservation``; it drives no
+        engine, so the engine's methods are not for it."""
+        handle = cls.__new__(cls)
+        handle.scheduler = scheduler
+        return handle
 
     def geometry(self) -> Geometry:
         """What a reservation rule needs of this scheduler: block sizes, groups and spec step."""

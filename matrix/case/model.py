@@ -59,7 +59,7 @@ def check_model(
     """A case names a described model (its groups derived) or an engine config directory
     with its groups written out; raises :class:`PlacedError` otherwise."""
     if described is None and model_directory(model) is None:
-        configs = ", ".join(sorted(p.name for p in ENGINE_CONFIGS.iterdir() if p.is_dir()))
+        configs = ", ".join(sorted(p.parent.name for p in ENGINE_CONFIGS.glob("*/config.json")))
         raise PlacedError(
             ("model",),
             f"no model '{model}' (described: {', '.join(shipped_descriptions())}; "
