@@ -25,7 +25,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
-from transformers import AutoConfig
 from vllm.config import CacheConfig, ParallelConfig, VllmConfig
 from vllm.model_executor.models import ModelRegistry
 from vllm.v1.kv_cache_interface import (
@@ -38,6 +37,7 @@ from vllm.v1.kv_cache_interface import (
     SlidingWindowSpec,
 )
 
+from matrix.adapters.model_files import HfConfigError, architecture_problem, hf_config_of
 from matrix.case.model import LayerKind, LayoutSettings, ModelDescription
 from matrix.case.parts import Group, GroupKind, MambaMode
 
@@ -168,7 +168,10 @@ def _mamba_state(
         model_class: Any = ModelRegistry.models[model.architecture].load_model_cls()
     except ImportError as error:
         raise LayoutError(f"{model.architecture} does not import here: {error}") from error
-    hf_config = AutoConfig.for_model(**model.hf_config)
+    try:
+        hf_config = hf_config_of(model.hf_config)
+    except HfConfigError as error:
+        raise LayoutError(f"hf_config: {error}") from None
     cache = CacheConfig(mamba_cache_mode=settings.mamba_mode)
     speculative = SimpleNamespace(num_speculative_tokens=spec_tokens) if spec_tokens else None
     # The slice of VllmConfig these class methods read: a whole one needs a ModelConfig, whose
@@ -241,8 +244,9 @@ def derive_layout(
 ) -> DerivedLayout:
     """The groups vLLM would give ``model``; sets ``engine``'s cache block size as the engine's
     alignment would. Raises :class:`LayoutError` when this vLLM cannot derive it."""
-    if model.architecture not in ModelRegistry.get_supported_archs():
-        raise LayoutError(f"this vLLM does not know the architecture {model.architecture}")
+    problem = architecture_problem(model.architecture)
+    if problem is not None:
+        raise LayoutError(problem)
     max_model_len = engine.model_config.max_model_len
     attention = _attention(model, settings)
     block_size = settings.block_size or int(getattr(CacheConfig, "DEFAULT_BLOCK_SIZE", 16))

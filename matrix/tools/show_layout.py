@@ -25,12 +25,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _case(options: argparse.Namespace) -> CaseFile:
+def _path(options: argparse.Namespace) -> Path:
     given = Path(options.model)
     path = given if given.suffix == ".yaml" else description_path(options.model, None)
     if path is None or not path.is_file():
         known = ", ".join(shipped_descriptions())
         raise ValueError(f"no model '{options.model}' (shipped: {known}; or give a .yaml file)")
+    return path
+
+
+def _case(options: argparse.Namespace) -> CaseFile:
+    path = _path(options)
     layout: dict[str, Any] = {"tp": options.tp, "mamba_mode": options.mamba_mode}
     if options.block_size is not None:
         layout["block_size"] = options.block_size
@@ -72,6 +77,13 @@ def derived(options: argparse.Namespace) -> dict[str, Any]:
 def main(options: argparse.Namespace) -> int:
     """Prints the layout vLLM derives, as a table or JSON; returns the exit code."""
     try:
+        from matrix.adapters.model_files import check_model_file
+
+        problems = check_model_file(_path(options)).errors
+        for problem in problems:
+            print(problem)
+        if problems:
+            return 2
         report = derived(options)
     except (ValueError, CaseFileError) as error:
         print(f"matrix show-layout: {error}".splitlines()[0])
