@@ -81,6 +81,8 @@ LayerKind = Literal[
     "full", "sliding_window", "chunked_local", "mla", "mamba", "full+mamba", "no_cache"
 ]
 Positive = Annotated[int, Field(gt=0)]
+# The devices a layout can be derived for (matrix/adapters/devices.py has what each gives).
+Device = Literal["sm80", "sm90", "sm100", "cpu"]
 
 
 class MlaRanks(Strict):
@@ -131,9 +133,11 @@ class LayoutSettings(Strict):
     mamba_mode: Literal["none", "align"] = "none"
     block_size: Annotated[int, Field(gt=0, le=4096)] | None = None  # the user's --block-size
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
-    # The attention backend's smallest kernel block (its alignment); 16 is FlashAttention's,
-    # the backend vLLM picks by default on CUDA.
-    kernel_block_size: Annotated[int, Field(gt=0, le=1024)] = 16
+    # The device vLLM runs on: it picks the attention backend, whose kernel blocks set the
+    # cache block (matrix/adapters/devices.py). sm80 is FlashAttention's kernel block of 16.
+    device: Device = "sm80"
+    # Overrides the device's attention backend's smallest kernel block (its alignment).
+    kernel_block_size: Annotated[int, Field(gt=0, le=1024)] | None = None
 
 
 class FitSweep(Strict):

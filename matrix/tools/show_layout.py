@@ -22,6 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec-tokens", type=int, default=0, help="EAGLE speculative tokens")
     parser.add_argument("--block-size", type=int, default=None, help="the user's --block-size")
     parser.add_argument("--max-model-len", type=int, default=4096)
+    parser.add_argument(
+        "--device",
+        choices=["sm80", "sm90", "sm100", "cpu"],
+        default="sm80",
+        help="the device whose attention backend vLLM picks (default sm80: FlashAttention)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -36,7 +42,11 @@ def _path(options: argparse.Namespace) -> Path:
 
 def _case(options: argparse.Namespace) -> CaseFile:
     path = _path(options)
-    layout: dict[str, Any] = {"tp": options.tp, "mamba_mode": options.mamba_mode}
+    layout: dict[str, Any] = {
+        "tp": options.tp,
+        "mamba_mode": options.mamba_mode,
+        "device": getattr(options, "device", None) or "sm80",
+    }
     if options.block_size is not None:
         layout["block_size"] = options.block_size
     k = options.spec_tokens
@@ -65,10 +75,16 @@ def derived(options: argparse.Namespace) -> dict[str, Any]:
 
     layout = layout_for(case)
     scheduler_block, hash_block = scheduler_block_sizes(case)
+    groups = []
+    for group, spec in zip(layout.groups, layout.specs, strict=True):
+        # A Mamba state's prefill checkpoint blocks (FlashInfer's GDN prefill in align mode).
+        checkpoints = getattr(spec.kv_cache_spec, "num_prefill_checkpoint_blocks", 0)
+        groups.append({**asdict(group), "prefill_checkpoint_blocks": checkpoints})
     return {
         "model": case.model,
         "vllm_version": installed_vllm_version(),
-        "groups": [asdict(g) for g in layout.groups],
+        "device": case.layout.device,
+        "groups": groups,
         "scheduler_block_size": scheduler_block,
         "hash_block_size": hash_block,
     }
@@ -94,10 +110,15 @@ def main(options: argparse.Namespace) -> int:
     if options.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"{report['model']} on vLLM {report['vllm_version']}: {len(report['groups'])} groups")
+    print(
+        f"{report['model']} on vLLM {report['vllm_version']}, {report['device']}: "
+        f"{len(report['groups'])} groups"
+    )
     for index, group in enumerate(report["groups"]):
         extra = f", window {group['window']}" if group["window"] else ""
         mode = f", mamba_mode {group['mamba_mode']}" if group["mamba_mode"] else ""
+        if group["prefill_checkpoint_blocks"]:
+            mode += f", {group['prefill_checkpoint_blocks']} prefill checkpoint block"
         print(
             f"  {index}: {group['kind']}, {group['layers']} layers, "
             f"block {group['block_size']} tokens{extra}{mode}"
