@@ -16,45 +16,6 @@ DEFAULT_CASES = shipped_cases()
 REPORTS = Path("reports")
 
 
-def _validate(paths: list[Path], references: list[str]) -> int:
-    from matrix.case.expansion import CASE_SUFFIXES, case_files, cells_from_file
-    from matrix.case.loading import CaseFileError, claim_name, read_description
-    from matrix.case.model import is_model_file
-    from matrix.releases import NEWEST_SHIPPED
-    from matrix.run.user_variants import VariantLoadError, run_variants
-
-    try:
-        variants = tuple(run_variants(references))
-    except VariantLoadError as error:
-        print(f"--variant: {error}")
-        return 2
-    # A directory named like a case file is a mistake to report, not a folder to search.
-    named = [[p] if p.suffix in CASE_SUFFIXES else case_files(p) for p in paths]
-    files = list(dict.fromkeys(f for group in named for f in group))
-    problems = 0
-    claimed: dict[str, tuple[Path, str]] = {}
-    for path in files:
-        try:
-            if is_model_file(path):
-                read_description(path)
-                print(f"{path}: ok, a model description")
-                continue
-            cells = cells_from_file(path, NEWEST_SHIPPED, variants)
-            if cells:
-                claim_name(claimed, cells[0].case.definition.name, path, cells[0].case.line)
-        except CaseFileError as error:
-            print(error)
-            problems += 1
-        else:
-            print(f"{path}: ok, {len(cells)} cells")
-            for case in {cell.case.case_id: cell.case for cell in cells}.values():
-                warning = case.redundant_stock()
-                if warning:
-                    line = case.expectation_line("stock")
-                    print(f"{path}:{line}: warning: [{case.case_id}] {warning}")
-    return 1 if problems else 0
-
-
 def _run(pytest_args: list[str]) -> int:
     """Every case on the installed vLLM, tables printed, reports under reports/."""
     import pytest
@@ -210,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "run":
         return _run([a for a in options.pytest_args if a != "--"])
     if options.command == "validate":
-        return _validate(options.paths, options.variant)
+        from matrix.tools.validate import validate_files
+
+        return validate_files(options.paths, options.variant)
     if options.command == "crossversion":
         from matrix.report import crossversion
 

@@ -18,7 +18,7 @@ from matrix.case.model import is_model_file
 from matrix.case.shipped import shipped_cases
 from matrix.gpus import pin_worker_gpu
 from matrix.installed import expected_stock
-from matrix.judge.result import CellResult, result_of, skipped_result
+from matrix.judge.result import CellResult, result_of, skipped_result, wholly_skipped
 from matrix.report.files import run_info, terminal_lines, write_report
 from matrix.report.tables import sort_cells
 from matrix.run.user_variants import VariantLoadError, run_variants
@@ -264,11 +264,11 @@ class CellCollector:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A run whose every matrix cell was skipped tested nothing: it fails."""
+    """A run that skipped every cell of a case or a model tested nothing of it: it fails
+    (the terminal summary says which, and why)."""
     if hasattr(session.config, "workerinput") or exitstatus != pytest.ExitCode.OK:
         return
-    cells = session.config.stash.get(cells_key, [])
-    if cells and all(cell.observed == "skip" for cell in cells):
+    if wholly_skipped(session.config.stash.get(cells_key, [])):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -286,6 +286,8 @@ def pytest_terminal_summary(
     terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
     for line in terminal_lines(cells, info):
         terminalreporter.write_line(line)
+    for line in wholly_skipped(cells):
+        terminalreporter.write_line(f"matrix: FAILED: {line}", red=True)
     for path in config.getoption("matrix_report"):
         write_report(Path(path), cells, info)
         terminalreporter.write_line(f"matrix report written to {path}")

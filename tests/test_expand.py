@@ -107,3 +107,42 @@ def test_stock_is_held_to_the_variant_its_release_ships(write_case: WriteCase) -
     explicit = write_case(STOCK_FOLLOWS + "  stock: not_admitted\n", "explicit.yaml")
     cell = next(c for c in cells_from_file(explicit, "original") if c.variant == "stock")
     assert (cell.expected, cell.line) == ("not_admitted", 11)
+
+
+WHEN = """\
+name: when
+groups:
+  - {kind: full, block_size: 4}
+speculative: {method: eagle, num_tokens: 1}
+pool: 12
+requests:
+  - {id: a, prompt: 16}
+expect: {none: stall}
+variants: [none, original, fixed]
+matrix:
+  k:
+    values:
+      "1": {speculative.num_tokens: 1}
+      "3": {speculative.num_tokens: 3, expect.original: stall}
+  offset: {path: requests.0.prompt, values: {aligned: 16, past: 17, short: 15}}
+when:
+  - {k: "3", offset: past, expect: {none: pass, original: not_admitted}}
+  - {offset: [short, past], expect: {fixed: not_admitted}}
+"""
+
+
+def test_when_applies_where_all_its_labels_hold(write_case: WriteCase) -> None:
+    """Issue 19 item 4: an expectation of two axes together, without a flat axis of every
+    combination; later entries win over the case's expect and the axes' overlays."""
+    cells = {cell.test_id: cell for cell in cells_from_file(write_case(WHEN))}
+    expected = {test_id: cell.expected for test_id, cell in cells.items()}
+    assert expected["when[k=1,offset=aligned]-none"] == "stall"
+    assert expected["when[k=3,offset=aligned]-original"] == "stall"  # the axis's overlay
+    assert expected["when[k=3,offset=past]-none"] == "pass"  # the first entry
+    assert expected["when[k=3,offset=past]-original"] == "not_admitted"
+    assert expected["when[k=1,offset=past]-none"] == "stall"  # k=1: the first does not hold
+    assert expected["when[k=1,offset=short]-fixed"] == "not_admitted"  # any label of a list
+    assert expected["when[k=1,offset=aligned]-fixed"] == "pass"
+    # A failing cell is reported at the line of the entry that set its expectation.
+    assert cells["when[k=3,offset=past]-original"].line == 17
+    assert cells["when[k=1,offset=short]-fixed"].line == 18

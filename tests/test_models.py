@@ -50,6 +50,13 @@ def test_every_slug_the_issue_lists_ships() -> None:
         "nemotron-nano-9b-v2",
         "jamba-mini",
         "falcon-h1",
+        # issue 19's: an alternating window, a Granite hybrid, a shared-attention hybrid, a
+        # linear-attention hybrid and a sliding window in every layer
+        "gemma-2-2b",
+        "granite-4.0-h-tiny",
+        "zamba2-2.7b",
+        "kimi-linear-48b-a3b",
+        "mistral-7b",
     }
     for slug in SHIPPED:
         assert read_description(SHIPPED_DESCRIPTIONS / f"{slug}.yaml").source.startswith("https://")
@@ -98,7 +105,11 @@ def test_unknown_model_is_a_line_error(write_case: WriteCase) -> None:
     [
         (("num_kv_heads: 2", "num_kv_heads: 0"), 6, "num_kv_heads: Input should be greater than 0"),
         (("full]", "fulll]"), 5, "layer_pattern.1: Input should be 'full'"),
-        (("sliding_window: 64\n", ""), 1, "case: 'sliding_window' is for sliding_window layers"),
+        (
+            ("sliding_window: 64\n", ""),
+            5,
+            "layer_pattern: has sliding_window layers, so 'sliding_window' is needed",
+        ),
     ],
 )
 def test_impossible_numbers_name_the_model_file(
@@ -141,7 +152,7 @@ def test_an_architecture_vllm_lacks_skips_with_the_reason(adapter: Any, tmp_path
     (tmp_path / "tiny.yaml").write_text(MODEL_CASE)
     cell = cells_from_file(tmp_path / "tiny.yaml")[0]
     reason = adapter.unsupported(cell.case.definition)
-    assert "does not know the architecture NoSuchModelForCausalLM" in reason
+    assert "does not know 'NoSuchModelForCausalLM'" in reason
 
 
 # Hand-worked layouts -----------------------------------------------------------------------
@@ -289,6 +300,6 @@ def test_validate_reads_model_folders(capsys: pytest.CaptureFixture[str]) -> Non
     from matrix.__main__ import main
 
     assert main(["validate", str(SHIPPED_DESCRIPTIONS)]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = [line for line in capsys.readouterr().out.splitlines() if "vLLM is not" not in line]
     assert len(lines) == len(SHIPPED)
     assert all(line.endswith(": ok, a model description") for line in lines)

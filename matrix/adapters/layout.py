@@ -10,22 +10,21 @@ Two pieces of the engine's path need a model built on a GPU (its attention layer
 ported here as small as they go: the KV heads per tensor-parallel rank
 (``ModelConfig.get_num_kv_heads``) and the hybrid block-size alignment
 (``Platform._align_hybrid_block_size``: the attention block grows, in steps of the attention
-backend's kernel block, until an attention page holds a Mamba state page). Tests hold both
-against vLLM's own functions on a model where both run.
+backend's kernel block, until an attention page holds a Mamba state page). The backend, and so
+the block, depend on the device (``matrix.adapters.devices``). Tests hold both against vLLM's
+own functions on a model where both run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 import torch
-from transformers import AutoConfig
 from vllm.config import CacheConfig, ParallelConfig, VllmConfig
 from vllm.model_executor.models import ModelRegistry
 from vllm.v1.kv_cache_interface import (
@@ -38,6 +37,8 @@ from vllm.v1.kv_cache_interface import (
     SlidingWindowSpec,
 )
 
+from matrix.adapters.devices import DeviceError, aligned_block, device_layout
+from matrix.adapters.model_files import HfConfigError, architecture_problem, hf_config_of
 from matrix.case.model import LayerKind, LayoutSettings, ModelDescription
 from matrix.case.parts import Group, GroupKind, MambaMode
 
@@ -168,7 +169,10 @@ def _mamba_state(
         model_class: Any = ModelRegistry.models[model.architecture].load_model_cls()
     except ImportError as error:
         raise LayoutError(f"{model.architecture} does not import here: {error}") from error
-    hf_config = AutoConfig.for_model(**model.hf_config)
+    try:
+        hf_config = hf_config_of(model.hf_config)
+    except HfConfigError as error:
+        raise LayoutError(f"hf_config: {error}") from None
     cache = CacheConfig(mamba_cache_mode=settings.mamba_mode)
     speculative = SimpleNamespace(num_speculative_tokens=spec_tokens) if spec_tokens else None
     # The slice of VllmConfig these class methods read: a whole one needs a ModelConfig, whose
@@ -190,23 +194,6 @@ def _mamba_state(
     shapes = model_class.get_mamba_state_shape_from_config(engine)
     dtypes = model_class.get_mamba_state_dtype_from_config(engine)
     return tuple(tuple(s) for s in shapes), tuple(dtypes)
-
-
-def aligned_block_sizes(
-    attention_page_per_token: int,
-    mamba_page: int,
-    block_size: int,
-    settings: LayoutSettings,
-    mla: bool,
-) -> int:
-    """The attention block size of a hybrid model: the smallest multiple of the kernel
-    alignment whose page holds a Mamba state page (``_align_hybrid_block_size``'s rule)."""
-    alignment = max(settings.kernel_block_size, block_size)
-    if mla:
-        alignment = max(alignment, 128)  # the MLA decode kernels' alignment
-    aligned = alignment * math.ceil(mamba_page / (alignment * attention_page_per_token))
-    aligned = settings.kernel_block_size * math.ceil(aligned / settings.kernel_block_size)
-    return max(block_size, aligned)
 
 
 # Subclasses first: MLAAttentionSpec and ChunkedLocalAttentionSpec are FullAttentionSpecs.
@@ -241,21 +228,29 @@ def derive_layout(
 ) -> DerivedLayout:
     """The groups vLLM would give ``model``; sets ``engine``'s cache block size as the engine's
     alignment would. Raises :class:`LayoutError` when this vLLM cannot derive it."""
-    if model.architecture not in ModelRegistry.get_supported_archs():
-        raise LayoutError(f"this vLLM does not know the architecture {model.architecture}")
+    problem = architecture_problem(model.architecture)
+    if problem is not None:
+        raise LayoutError(problem)
     max_model_len = engine.model_config.max_model_len
     attention = _attention(model, settings)
-    block_size = settings.block_size or int(getattr(CacheConfig, "DEFAULT_BLOCK_SIZE", 16))
+    try:
+        device = device_layout(model, settings, attention.mla)
+    except DeviceError as error:
+        raise LayoutError(str(error)) from None
+    block_size = device.block_size
     kinds = model.layer_kinds()
     mamba_block, padded = max_model_len, None
     if any(kind in ("mamba", "full+mamba") for kind in kinds):
         shapes, dtypes = _mamba_state(model, settings, spec_tokens)
         mamba_page = _spec(MambaSpec, shapes=shapes, dtypes=dtypes, block_size=1).page_size_bytes
         per_token = attention.spec("mla" if attention.mla else "full", 1, model).page_size_bytes
-        block_size = aligned_block_sizes(per_token, mamba_page, block_size, settings, attention.mla)
+        block_size = aligned_block(per_token, mamba_page, device, attention.mla)
         padded = block_size * per_token if block_size * per_token != mamba_page else None
         if settings.mamba_mode == "align":
             mamba_block = block_size
+        # FlashInfer's GDN prefill keeps a checkpoint block, on the prefix-cache grid (the
+        # Mamba block: vLLM's get_mamba_prefill_checkpoint_grid without a prefix_match_unit).
+        checkpoint = device.checkpoint_alignment is not None
         mamba = _spec(
             MambaSpec,
             shapes=shapes,
@@ -264,6 +259,8 @@ def derive_layout(
             page_size_padded=padded,
             mamba_cache_mode=settings.mamba_mode,
             num_speculative_blocks=spec_tokens,
+            num_prefill_checkpoint_blocks=int(checkpoint),
+            prefill_checkpoint_alignment=mamba_block if checkpoint else None,
         )
     layers: dict[str, KVCacheSpec] = {}
     for index, kind in enumerate(kinds):

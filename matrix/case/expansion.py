@@ -19,6 +19,7 @@ from matrix.case.loading import CaseFileError, LoadedDocument, Location, read_do
 from matrix.case.model import DESCRIPTIONS_FOLDER, is_model_file
 from matrix.case.parts import Axis
 from matrix.case.shipped import shipped_cases as shipped_cases
+from matrix.case.when import When, label_of
 from matrix.releases import NEWEST_SHIPPED, RELEASES
 from matrix.variant_names import VARIANT_NAMES, BuiltInVariant
 
@@ -120,8 +121,7 @@ def _axis_points(name: str, axis: Axis, document: LoadedDocument) -> list[AxisPo
                 document.line_of((*where, index)),
                 f"matrix.{name}: structured values need labels (values: {{label: value, ...}})",
             )
-        label = str(value).lower() if isinstance(value, bool) else str(value)
-        points.append((label, value, (*where, index)))
+        points.append((label_of(value), value, (*where, index)))
     return points
 
 
@@ -186,6 +186,7 @@ def _case_at(
     set, validated, its errors placed at the axis value that set the offending place."""
     data = copy.deepcopy(document.data)
     del data["matrix"]
+    when = data.pop("when", [])
     axis_lines: dict[Location, int] = {}  # a place an axis set -> the line of that axis value
     for (axis_name, axis), (_, value, where) in zip(axes, combination, strict=True):
         for path, item in axis.overlays(value).items():
@@ -200,6 +201,7 @@ def _case_at(
             container[key] = copy.deepcopy(item)
             overlay_line = (*where, path) if axis.path is None else where
             axis_lines[_path_parts(path)] = document.line_of(overlay_line)
+    _apply_when(document, when, axes, combination, data, axis_lines)
     labels = ",".join(
         f"{axis_name}={label}"
         for (axis_name, _), (label, _, _) in zip(axes, combination, strict=True)
@@ -210,6 +212,26 @@ def _case_at(
         raise CaseFileError(error.path, error.line, f"[{labels}] {error.message}") from None
     lines = _expectation_lines(document, axis_lines, spec)
     return Case(f"{name}[{labels}]", document.path, document.line_of(("name",)), spec, lines)
+
+
+def _apply_when(
+    document: LoadedDocument,
+    when: list[Any],
+    axes: list[tuple[str, Axis]],
+    combination: tuple[AxisPoint, ...],
+    data: dict[str, Any],
+    axis_lines: dict[Location, int],
+) -> None:
+    """The ``when:`` entries that hold at this point set their expectations, in order (the
+    base validated them: each a mapping with an ``expect`` mapping)."""
+    labels = {name: label for (name, _), (label, _, _) in zip(axes, combination, strict=True)}
+    for index, entry in enumerate(When.model_validate(raw) for raw in when):
+        if not entry.holds(labels):
+            continue
+        expect = data.setdefault("expect", {})
+        for variant, expectation in entry.expect.items():
+            expect[variant] = expectation
+            axis_lines[("expect", variant)] = document.line_of(("when", index, "expect", variant))
 
 
 def cells_for_case(

@@ -35,6 +35,7 @@ from matrix.case.parts import (
     check_prefixes_and_accept,
 )
 from matrix.case.strict import PlacedError, Strict
+from matrix.case.when import When, check_when
 from matrix.outcomes import FailureKind
 from matrix.variant_names import VARIANT_NAMES, VariantName, known_variants, unknown_variant
 
@@ -44,7 +45,17 @@ ExpectKey = Literal["default"] | VariantName
 # What only names a case or judges its runs: cases that differ in these alone run alike, so
 # whatever caches what a run produces keys on the rest (see CaseFile.run_key).
 NAMING_AND_JUDGING = frozenset(
-    {"name", "description", "column", "expect", "fit_slack", "variants", "matrix", "limits"}
+    {
+        "name",
+        "description",
+        "column",
+        "expect",
+        "when",
+        "fit_slack",
+        "variants",
+        "matrix",
+        "limits",
+    }
 )
 
 
@@ -78,6 +89,8 @@ class CaseFile(Strict):
     # Every variant of the run (the built-ins and any loaded), unless the case names its own.
     variants: Annotated[list[VariantName], Field(min_length=1)] = list(VARIANT_NAMES)
     matrix: dict[str, Axis] = {}
+    # Expectations where several axes take given labels together (matrix/case/when.py).
+    when: list[When] = []
     # Raises bounds of matrix/case/limits.py for this case, explicitly: {pool: 200000, ...}.
     limits: dict[str, Annotated[int, Field(ge=1)]] = {}
 
@@ -173,6 +186,7 @@ class CaseFile(Strict):
             if unknown:
                 raise PlacedError(("events", index), f"unknown requests: {', '.join(unknown)}")
         check_prefixes_and_accept(self.requests, self.speculative)
+        check_when(self.when, {name: axis.labels() for name, axis in self.matrix.items()})
         for index, variant in enumerate(self.variants):
             if variant in self.variants[:index]:
                 raise PlacedError(("variants", index), f"variant '{variant}' repeats")

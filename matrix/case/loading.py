@@ -7,6 +7,7 @@ so a bad file is reported where it is wrong and never as a traceback.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,11 +41,14 @@ class LoadedDocument:
         return 1
 
 
-def read_document(path: Path) -> LoadedDocument:
-    """A case file's data and lines; raises :class:`CaseFileError` unless it is a mapping."""
+def read_document(
+    path: Path, not_a_mapping: str = "a case file is a mapping (name:, groups:, ...)"
+) -> LoadedDocument:
+    """A file's data and lines; raises :class:`CaseFileError` with ``not_a_mapping`` unless it
+    is a mapping."""
     data, lines = read_yaml(path)
     if not isinstance(data, dict):
-        raise CaseFileError(path, lines[()], "a case file is a mapping (name:, groups:, ...)")
+        raise CaseFileError(path, lines[()], not_a_mapping)
     return LoadedDocument(path, data, lines)
 
 
@@ -67,9 +71,11 @@ def describe_validation_error(
     document: LoadedDocument,
     data: Any,
     axis_lines: dict[Location, int] | None = None,
+    wording: Wording | None = None,
 ) -> CaseFileError:
     """One line for a validation error. ``axis_lines`` maps places of ``data`` that a matrix
-    axis wrote to the line of that axis value, so errors there point at the axis, not the base."""
+    axis wrote to the line of that axis value, so errors there point at the axis, not the base;
+    ``wording`` words it for another kind of file than a case (a model file)."""
     problems = []
     for problem in error.errors(include_url=False):
         location = data_location(data, problem["loc"])
@@ -93,12 +99,35 @@ def describe_validation_error(
     for prefix, axis_line in (axis_lines or {}).items():
         if location[: len(prefix)] == prefix:
             line = axis_line
+    wording = wording or Wording()
     messages = [
-        f"{'.'.join(str(p) for p in where) or 'case'}: "
-        f"{problem['msg'].removeprefix('Value error, ')}"
+        f"{'.'.join(str(p) for p in where) or wording.subject}: {wording.message(where, problem)}"
         for where, problem in ordered
     ]
     return CaseFileError(document.path, line, "; ".join(messages))
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How a validation problem reads for one kind of file: a case's by default; a model
+    file's names its keys and says what a missing or unknown one is."""
+
+    subject: str = "case"
+    keys: tuple[str, ...] = ()  # the file's top-level keys, for a did-you-mean
+    missing: dict[str, str] | None = None  # a required key -> what it holds
+
+    def message(self, where: Location, problem: ErrorDetails) -> str:
+        """The problem's message, without pydantic's prefix."""
+        text = problem["msg"].removeprefix("Value error, ")
+        if not self.keys or len(where) != 1:
+            return text
+        if problem["type"] == "missing":
+            return f"missing: {(self.missing or {}).get(str(where[0]), 'required')}"
+        if problem["type"] == "extra_forbidden":
+            guess = difflib.get_close_matches(str(where[0]), self.keys, n=1)
+            hint = f"did you mean '{guess[0]}'?" if guess else f"keys: {', '.join(self.keys)}"
+            return f"not a key of a {self.subject}: {hint}"
+        return text
 
 
 def validate(
@@ -132,17 +161,30 @@ def load_case_file(path: Path) -> tuple[LoadedDocument, CaseFile]:
 
 
 _descriptions: dict[tuple[Path, float], ModelDescription] = {}
+MODEL_FILE = Wording(
+    "model file",
+    tuple(ModelDescription.model_fields),
+    {
+        "source": "where the numbers come from (the config.json's URL)",
+        "architecture": "config.json's architectures[0], as vLLM's registry knows it",
+        "dtype": "config.json's torch_dtype",
+        "num_layers": "config.json's num_hidden_layers",
+        "layer_pattern": "the kinds of consecutive layers, repeated to num_layers",
+    },
+)
 
 
 def read_description(path: Path) -> ModelDescription:
     """A model description file, validated; raises :class:`CaseFileError` at its line."""
     key = (path.resolve(), path.stat().st_mtime)
     if key not in _descriptions:
-        document = read_document(path)
+        document = read_document(path, "a model file is a mapping (source:, architecture:, ...)")
         try:
             _descriptions[key] = ModelDescription.model_validate(document.data)
         except ValidationError as error:
-            raise describe_validation_error(error, document, document.data) from None
+            raise describe_validation_error(
+                error, document, document.data, wording=MODEL_FILE
+            ) from None
     return _descriptions[key]
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from matrix.case.model_rules import check_description
 from matrix.case.shipped import ENGINE_CONFIGS, shipped_cases
 from matrix.case.strict import PlacedError, Strict
 
@@ -80,6 +81,8 @@ LayerKind = Literal[
     "full", "sliding_window", "chunked_local", "mla", "mamba", "full+mamba", "no_cache"
 ]
 Positive = Annotated[int, Field(gt=0)]
+# The devices a layout can be derived for (matrix/adapters/devices.py has what each gives).
+Device = Literal["sm80", "sm90", "sm100", "cpu"]
 
 
 class MlaRanks(Strict):
@@ -103,8 +106,10 @@ class ModelDescription(Strict):
     sliding_window: Positive | None = None
     attention_chunk_size: Positive | None = None
     mla: MlaRanks | None = None
-    # Mamba models: the config.json keys (model_type included) the model class's own
-    # get_mamba_state_shape_from_config reads; vLLM derives the state from them.
+    # config.json's keys, model_type first: what a Mamba model class's own
+    # get_mamba_state_shape_from_config reads (vLLM derives the state from them), and any key a
+    # number above is copied from, so that the two are compared (matrix/case/model_rules.py)
+    # and transformers' config class checks them (matrix/adapters/model_files.py).
     hf_config: dict[str, Any] = {}
 
     def layer_kinds(self) -> tuple[LayerKind, ...]:
@@ -115,24 +120,7 @@ class ModelDescription(Strict):
 
     @model_validator(mode="after")
     def _numbers_for_kinds(self) -> ModelDescription:
-        kinds = set(self.layer_kinds())
-        needs = {
-            "sliding_window": ("sliding_window", self.sliding_window),
-            "chunked_local": ("attention_chunk_size", self.attention_chunk_size),
-            "mla": ("mla", self.mla),
-        }
-        for kind, (key, value) in needs.items():
-            if (kind in kinds) != (value is not None):
-                state = "needs" if kind in kinds else "has no"
-                raise ValueError(f"'{key}' is for {kind} layers, and this model {state} them")
-        attention = kinds - {"mamba", "mla", "no_cache"}
-        if attention and (self.num_kv_heads is None or self.head_size is None):
-            raise ValueError("attention layers need 'num_kv_heads' and 'head_size'")
-        mamba = kinds & {"mamba", "full+mamba"}
-        if mamba and "model_type" not in self.hf_config:
-            raise ValueError("Mamba layers need 'hf_config' with the model's model_type")
-        if not mamba and self.hf_config:
-            raise ValueError("'hf_config' is for the Mamba state of models with Mamba layers")
+        check_description(self)
         return self
 
 
@@ -145,9 +133,11 @@ class LayoutSettings(Strict):
     mamba_mode: Literal["none", "align"] = "none"
     block_size: Annotated[int, Field(gt=0, le=4096)] | None = None  # the user's --block-size
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
-    # The attention backend's smallest kernel block (its alignment); 16 is FlashAttention's,
-    # the backend vLLM picks by default on CUDA.
-    kernel_block_size: Annotated[int, Field(gt=0, le=1024)] = 16
+    # The device vLLM runs on: it picks the attention backend, whose kernel blocks set the
+    # cache block (matrix/adapters/devices.py). sm80 is FlashAttention's kernel block of 16.
+    device: Device = "sm80"
+    # Overrides the device's attention backend's smallest kernel block (its alignment).
+    kernel_block_size: Annotated[int, Field(gt=0, le=1024)] | None = None
 
 
 class FitSweep(Strict):

@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from matrix.case.engine import Accept, Prefix
 from matrix.case.model import PromptInBlocks
 from matrix.case.strict import PlacedError, Strict
+from matrix.case.when import label_of
 
 GroupKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
 MambaMode = Literal["none", "align", "all"]
@@ -115,6 +116,12 @@ class Axis(Strict):
                         f"value '{label}': an overlay is a mapping {{dotted.path: value, ...}}"
                     )
         return self
+
+    def labels(self) -> list[str]:
+        """The labels of this axis's values, as case ids write them."""
+        if isinstance(self.values, dict):
+            return [str(label) for label in self.values]
+        return [label_of(value) for value in self.values]
 
     def overlays(self, value: Any) -> dict[str, Any]:
         """The places this axis sets for one of its values."""

@@ -122,6 +122,14 @@ def _plain(
         mapping: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             key = _construct(loader, key_node, path)
+            if isinstance(key, bool):  # YAML 1.1: unquoted yes/no/on/off/true/false
+                written = key_node.value
+                raise CaseFileError(
+                    path,
+                    _line(key_node),
+                    f"key {written} reads as the boolean {str(key).lower()} in YAML: "
+                    f'quote it ("{written}":) to mean the word',
+                )
             if not isinstance(key, str | int):
                 raise CaseFileError(path, _line(key_node), "keys must be plain names")
             if key in mapping:

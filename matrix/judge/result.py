@@ -108,3 +108,24 @@ def _record(cell: Cell, **outcome: Any) -> CellResult:
         model=definition.model if definition.described is not None else None,
         **outcome,
     )
+
+
+def wholly_skipped(cells: list[CellResult]) -> list[str]:
+    """A line for each case, and each model run by several cases, whose every cell was
+    skipped, with the reason: a run that skips all of one tested nothing of it, which a green
+    run must not hide (a model file the installed vLLM cannot derive, a case it cannot run)."""
+    groups: dict[str, list[CellResult]] = {}
+    for cell in cells:
+        groups.setdefault(f"case {cell.case.split('[', 1)[0]}", []).append(cell)
+    models: dict[str, set[str]] = {}
+    for cell in cells:
+        if cell.model is not None:
+            models.setdefault(cell.model, set()).add(cell.case.split("[", 1)[0])
+    for model, cases in models.items():
+        if len(cases) > 1:
+            groups[f"model {model}"] = [cell for cell in cells if cell.model == model]
+    return [
+        f"every cell of {name} was skipped ({len(group)}): {group[0].detail}"
+        for name, group in groups.items()
+        if all(cell.observed == "skip" for cell in group)
+    ]

@@ -22,16 +22,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec-tokens", type=int, default=0, help="EAGLE speculative tokens")
     parser.add_argument("--block-size", type=int, default=None, help="the user's --block-size")
     parser.add_argument("--max-model-len", type=int, default=4096)
+    parser.add_argument(
+        "--device",
+        choices=["sm80", "sm90", "sm100", "cpu"],
+        default="sm80",
+        help="the device whose attention backend vLLM picks (default sm80: FlashAttention)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _case(options: argparse.Namespace) -> CaseFile:
+def _path(options: argparse.Namespace) -> Path:
     given = Path(options.model)
     path = given if given.suffix == ".yaml" else description_path(options.model, None)
     if path is None or not path.is_file():
         known = ", ".join(shipped_descriptions())
         raise ValueError(f"no model '{options.model}' (shipped: {known}; or give a .yaml file)")
-    layout: dict[str, Any] = {"tp": options.tp, "mamba_mode": options.mamba_mode}
+    return path
+
+
+def _case(options: argparse.Namespace) -> CaseFile:
+    path = _path(options)
+    layout: dict[str, Any] = {
+        "tp": options.tp,
+        "mamba_mode": options.mamba_mode,
+        "device": getattr(options, "device", None) or "sm80",
+    }
     if options.block_size is not None:
         layout["block_size"] = options.block_size
     k = options.spec_tokens
@@ -60,10 +75,16 @@ def derived(options: argparse.Namespace) -> dict[str, Any]:
 
     layout = layout_for(case)
     scheduler_block, hash_block = scheduler_block_sizes(case)
+    groups = []
+    for group, spec in zip(layout.groups, layout.specs, strict=True):
+        # A Mamba state's prefill checkpoint blocks (FlashInfer's GDN prefill in align mode).
+        checkpoints = getattr(spec.kv_cache_spec, "num_prefill_checkpoint_blocks", 0)
+        groups.append({**asdict(group), "prefill_checkpoint_blocks": checkpoints})
     return {
         "model": case.model,
         "vllm_version": installed_vllm_version(),
-        "groups": [asdict(g) for g in layout.groups],
+        "device": case.layout.device,
+        "groups": groups,
         "scheduler_block_size": scheduler_block,
         "hash_block_size": hash_block,
     }
@@ -72,6 +93,13 @@ def derived(options: argparse.Namespace) -> dict[str, Any]:
 def main(options: argparse.Namespace) -> int:
     """Prints the layout vLLM derives, as a table or JSON; returns the exit code."""
     try:
+        from matrix.adapters.model_files import check_model_file
+
+        problems = check_model_file(_path(options)).errors
+        for problem in problems:
+            print(problem)
+        if problems:
+            return 2
         report = derived(options)
     except (ValueError, CaseFileError) as error:
         print(f"matrix show-layout: {error}".splitlines()[0])
@@ -82,10 +110,15 @@ def main(options: argparse.Namespace) -> int:
     if options.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"{report['model']} on vLLM {report['vllm_version']}: {len(report['groups'])} groups")
+    print(
+        f"{report['model']} on vLLM {report['vllm_version']}, {report['device']}: "
+        f"{len(report['groups'])} groups"
+    )
     for index, group in enumerate(report["groups"]):
         extra = f", window {group['window']}" if group["window"] else ""
         mode = f", mamba_mode {group['mamba_mode']}" if group["mamba_mode"] else ""
+        if group["prefill_checkpoint_blocks"]:
+            mode += f", {group['prefill_checkpoint_blocks']} prefill checkpoint block"
         print(
             f"  {index}: {group['kind']}, {group['layers']} layers, "
             f"block {group['block_size']} tokens{extra}{mode}"

@@ -1,0 +1,264 @@
+"""What the installed vLLM and transformers say of a model file, so that a slip in one is a
+line at ``validate`` rather than a run that skips, or derives a wrong layout, in silence:
+
+- its ``architecture`` is one vLLM's model registry knows (else a did-you-mean);
+- its ``hf_config`` names a ``model_type`` transformers knows and only keys that model type's
+  config class declares or reads (a misspelt key would be ignored, and its default taken);
+- transformers' config class accepts the numbers (its own checks, one line, no traceback);
+- the layers that config makes (``layer_types``) are the description's ``layer_pattern``.
+
+:func:`hf_config_of` is the one place a description's ``hf_config`` becomes transformers'
+config, so the layout's derivation refuses bad numbers in the same words.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import logging
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, is_dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from matrix.case.loading import CaseFileError, LoadedDocument, read_description, read_document
+from matrix.case.model import LayerKind, ModelDescription
+
+# transformers' names of layer types (a config's ``layer_types``) -> the description's kinds.
+LAYER_TYPES: dict[str, frozenset[LayerKind]] = {
+    "full_attention": frozenset({"full", "mla"}),
+    "attention": frozenset({"full", "mla"}),
+    "sliding_attention": frozenset({"sliding_window"}),
+    "chunked_attention": frozenset({"chunked_local"}),
+    "linear_attention": frozenset({"mamba"}),
+    "mamba": frozenset({"mamba"}),
+    "hybrid": frozenset({"full+mamba"}),
+    "moe": frozenset({"no_cache"}),
+    "mlp": frozenset({"no_cache"}),
+}
+
+
+class HfConfigError(ValueError):
+    """transformers refuses a description's ``hf_config``; the message is one line and
+    ``key`` is the hf_config key it names, if any."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+@cache
+def _config_classes() -> dict[str, type]:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    return {name: CONFIG_MAPPING[name] for name in CONFIG_MAPPING}
+
+
+def _did_you_mean(word: str, known: Any) -> str:
+    guess = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f": did you mean '{guess[0]}'?" if guess else ""
+
+
+def config_class(model_type: Any) -> type:
+    """transformers' config class for ``model_type``; :class:`HfConfigError` with a
+    did-you-mean (never the list of every model type) when there is none."""
+    classes = _config_classes()
+    if not isinstance(model_type, str) or model_type not in classes:
+        guess = _did_you_mean(str(model_type), classes)
+        raise HfConfigError(f"transformers has no model_type {model_type!r}{guess}", "model_type")
+    return classes[model_type]
+
+
+@cache
+def _keys_of(config_type: type) -> tuple[frozenset[str], frozenset[str]]:
+    """The keys ``config_type`` declares (its fields and aliases), and every name its modules
+    quote (keys it reads from its keyword arguments, such as ``sliding_window_pattern``)."""
+    declared = {f.name for f in fields(config_type)} if is_dataclass(config_type) else set()
+    declared |= set(getattr(config_type, "attribute_map", {}))
+    if not is_dataclass(config_type):
+        declared |= set(inspect.signature(config_type).parameters)
+    quoted: set[str] = set()
+    for base in config_type.__mro__:
+        module = sys.modules.get(base.__module__)
+        try:
+            source = inspect.getsource(module) if module is not None else ""
+        except (OSError, TypeError):
+            continue
+        quoted |= set(re.findall(r"[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']", source))
+    return frozenset(declared), frozenset(quoted)
+
+
+def unknown_keys(hf_config: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each hf_config key transformers' config class neither declares nor reads, with why."""
+    config_type = config_class(hf_config.get("model_type"))
+    declared, quoted = _keys_of(config_type)
+    return [
+        (
+            key,
+            f"{config_type.__name__} has no key '{key}': transformers would ignore it and take "
+            f"its default{_did_you_mean(key, declared)}",
+        )
+        for key in hf_config
+        if key not in declared | quoted
+    ]
+
+
+def _one_line(error: Exception) -> str:
+    """transformers' message without its validator headers, on one line."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    kept = [line for line in lines if line and not line.startswith("Class validation error")]
+    text = " ".join(kept) or type(error).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def hf_config_of(hf_config: dict[str, Any]) -> Any:
+    """transformers' config built from a description's ``hf_config``; raises
+    :class:`HfConfigError` in one line when transformers refuses it."""
+    config_type = config_class(hf_config.get("model_type"))
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.for_model(**hf_config)
+    except Exception as error:  # transformers' checks raise ValueError, TypeError, its own
+        reason = _one_line(error)
+        named = [key for key in hf_config if re.search(rf"\b{re.escape(key)}\b", reason)]
+        defaulted = _defaults_it_may_mean(config_type, hf_config, reason)
+        hint = f" (at transformers' defaults here: {', '.join(defaulted)})" if defaulted else ""
+        raise HfConfigError(
+            f"transformers' {config_type.__name__} refuses it: {reason}{hint}",
+            named[0] if named else None,
+        ) from None
+
+
+def _defaults_it_may_mean(config_type: type, hf_config: dict[str, Any], reason: str) -> list[str]:
+    """The keys hf_config leaves to their defaults whose names share two words with
+    transformers' reason: a check that fails on a default is a key left out."""
+    words = set(re.findall(r"[a-z]{4,}", reason.lower()))
+
+    def shared(key: str) -> int:
+        parts = [p for p in key.split("_") if len(p) >= 4]
+        return sum(any(w.startswith(p) or p.startswith(w) for w in words) for p in parts)
+
+    declared, _ = _keys_of(config_type)
+    bases = [base for base in config_type.__mro__[1:] if is_dataclass(base)]
+    own = declared - {f.name for base in bases for f in fields(base)}
+    return sorted(k for k in own - set(hf_config) if shared(k) >= 2)[:4]
+
+
+@contextmanager
+def quiet_imports() -> Iterator[None]:
+    """Importing vLLM and a model module logs what this install lacks (Triton, vLLM's compiled
+    kernels), which says nothing of a model file: silenced while they import."""
+    logging.disable(logging.ERROR)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+@cache
+def known_architectures() -> frozenset[str]:
+    """The architectures the installed vLLM's model registry knows."""
+    from matrix.adapters.runtime import prepare_vllm
+
+    with quiet_imports():
+        prepare_vllm()
+        from vllm.model_executor.models import ModelRegistry
+
+        return frozenset(ModelRegistry.get_supported_archs())
+
+
+def architecture_problem(architecture: str) -> str | None:
+    """Why the installed vLLM cannot build ``architecture`` (with a did-you-mean), or None."""
+    known = known_architectures()
+    if architecture in known:
+        return None
+    return f"the installed vLLM does not know '{architecture}'{_did_you_mean(architecture, known)}"
+
+
+@dataclass
+class ModelFileCheck:
+    """The problems of one model file, each a line: errors, and warnings about this install
+    rather than the file."""
+
+    errors: list[CaseFileError] = field(default_factory=list)
+    warnings: list[CaseFileError] = field(default_factory=list)
+
+
+def check_model_file(path: Path) -> ModelFileCheck:
+    """A model file checked against the installed vLLM and transformers; raises
+    :class:`CaseFileError` when the file itself does not load."""
+    model = read_description(path)
+    document = read_document(path)
+    found = ModelFileCheck()
+
+    def error(where: tuple[str | int, ...], message: str) -> None:
+        label = ".".join(str(part) for part in where)
+        found.errors.append(CaseFileError(path, document.line_of(where), f"{label}: {message}"))
+
+    problem = architecture_problem(model.architecture)
+    if problem is not None:
+        error(("architecture",), problem)
+    elif set(model.layer_kinds()) & {"mamba", "full+mamba"}:
+        _check_mamba_class(model, path, document, found)
+    if model.hf_config:
+        _check_hf_config(model, error)
+    return found
+
+
+def _check_mamba_class(
+    model: ModelDescription, path: Path, document: LoadedDocument, found: ModelFileCheck
+) -> None:
+    from vllm.model_executor.models import ModelRegistry
+
+    line = document.line_of(("architecture",))
+    try:
+        with quiet_imports():
+            model_class = ModelRegistry.models[model.architecture].load_model_cls()
+    except ImportError as failed:
+        message = f"architecture: warning: {model.architecture} does not import here ({failed})"
+        found.warnings.append(CaseFileError(path, line, message))
+        return
+    if not hasattr(model_class, "get_mamba_state_shape_from_config"):
+        message = (
+            f"architecture: vLLM's {model.architecture} has no Mamba state "
+            "(get_mamba_state_shape_from_config), and layer_pattern has Mamba layers"
+        )
+        found.errors.append(CaseFileError(path, line, message))
+
+
+def _check_hf_config(model: ModelDescription, error: Any) -> None:
+    try:
+        unknown = unknown_keys(model.hf_config)
+        for key, why in unknown:
+            error(("hf_config", key), why)
+        if unknown:  # their defaults would only make more problems
+            return
+        config = hf_config_of(model.hf_config)
+    except HfConfigError as refused:
+        error(("hf_config", refused.key) if refused.key else ("hf_config",), str(refused))
+        return
+    layer_types = getattr(config, "layer_types", None)
+    if not isinstance(layer_types, list | tuple):
+        return
+    name = type(config).__name__
+    if len(layer_types) != model.num_layers:
+        stated = "" if "num_hidden_layers" in model.hf_config else " (num_hidden_layers not stated)"
+        error(
+            ("hf_config",),
+            f"transformers' {name} makes {len(layer_types)} layers of it{stated}, "
+            f"and num_layers is {model.num_layers}",
+        )
+        return
+    for index, (ours, theirs) in enumerate(zip(model.layer_kinds(), layer_types, strict=True)):
+        if ours not in LAYER_TYPES.get(str(theirs), frozenset({ours})):
+            error(
+                ("layer_pattern",),
+                f"makes layer {index} {ours}, but transformers' {name} makes it {theirs} "
+                "(from hf_config)",
+            )
+            return
