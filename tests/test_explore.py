@@ -101,7 +101,8 @@ def test_the_original_margin_s_unpromotable_finding_escalates_to_a_deadlock(
     finding = tmp_path / "finding.yaml"
     finding.write_text(FINDING)
     variant = original_margin()
-    escalate = ("--no-database", "--escalate", str(finding))
+    # The deadlock must hold on the engine sized for the drawn requests too: 30 draws find one.
+    escalate = ("--no-database", "--max-examples", "30", "--escalate", str(finding))
     assert explore(tmp_path / "out", variant, SEED, *escalate) == 1
     out = capsys.readouterr().out
     assert "findings by severity: deadlock 1" in out
