@@ -114,7 +114,7 @@ def _explore(options: argparse.Namespace) -> int:
 
 
 def _upstream_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from matrix.tools import upstream
+    from matrix.upstream import driver as upstream
 
     upstream.add_arguments(
         commands.add_parser("upstream", help="vLLM's own tests on this env (docs/upstream.md)")
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "live":
         return live_cli.run(options)
     if options.command == "upstream":
-        from matrix.tools import upstream
+        from matrix.upstream import driver as upstream
 
         return upstream.main(options)
     if options.command == "show-layout":

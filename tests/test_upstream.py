@@ -21,7 +21,7 @@ import pytest
 from matrix.case.loading import load_case_file
 from matrix.case.reading import CaseFileError
 from matrix.releases import RELEASES
-from matrix.tools.upstream_expected import (
+from matrix.upstream.expected import (
     Expected,
     Known,
     Result,
@@ -31,7 +31,7 @@ from matrix.tools.upstream_expected import (
     expected_path,
     load_expected,
 )
-from matrix.tools.upstream_source import cache_root, hub_configs, offline_hub
+from matrix.upstream.source import cache_root, hub_configs, offline_hub
 from tests.helpers import REPO, WriteCase, needs_vllm
 
 FILE = "tests/v1/core/test_x.py"
@@ -115,8 +115,8 @@ def test_a_bad_expected_file_is_one_line_naming_its_line(tmp_path: Path) -> None
 
 
 def test_a_tier_path_missing_from_the_release_names_the_expected_file(tmp_path: Path) -> None:
-    from matrix.tools.upstream import tier_paths
-    from matrix.tools.upstream_source import SourceError
+    from matrix.upstream.driver import tier_paths
+    from matrix.upstream.source import SourceError
 
     (tmp_path / "tests" / "v1" / "core").mkdir(parents=True)
     (tmp_path / FILE).write_text("")
@@ -184,7 +184,7 @@ def test_the_plugin_records_every_outcome_and_the_run_is_judged_by_it(
         "-p",
         "no:matrix",
         "-p",
-        "matrix.tools.upstream_plugin",
+        "matrix.upstream.plugin",
         f"--upstream-results={record}",
         "--continue-on-collection-errors",
     )
@@ -263,7 +263,7 @@ def test_the_archive_is_unpacked_when_its_digest_matches(
     index: tuple[Path, str], tmp_path: Path
 ) -> None:
     pytest.importorskip("pypi_simple")
-    from matrix.tools.upstream_source import fetch_tests, source_record
+    from matrix.upstream.source import fetch_tests, source_record
 
     served, endpoint = index
     archive = _archive(ARCHIVE)
@@ -279,7 +279,7 @@ def test_an_archive_whose_digest_differs_is_refused(
     index: tuple[Path, str], tmp_path: Path
 ) -> None:
     pytest.importorskip("pypi_simple")
-    from matrix.tools.upstream_source import SourceError, fetch_tests
+    from matrix.upstream.source import SourceError, fetch_tests
 
     served, endpoint = index
     _publish(served, _archive(ARCHIVE), hashlib.sha256(b"another archive").hexdigest())
@@ -319,7 +319,7 @@ def test_the_plugin_applies_a_variant_to_every_scheduler_built(
     from vllm.v1.core.sched.scheduler import Scheduler
 
     from matrix.run.variants import VARIANTS
-    from matrix.tools.upstream_plugin import install_variant
+    from matrix.upstream.plugin import install_variant
 
     case = load_case_file(write_case(SPEC_CASE))[1]
     harness = adapter.build(case, 40)

@@ -1,4 +1,4 @@
 """Commands beside the matrix itself: ``bench`` (speed figures), ``show_layout`` (a model's
-derived groups), ``envsize`` (the envs' size on disk) and ``devsource`` (your own vLLM as an
-env's).
+derived groups), ``validate`` (case and model files checked without running them), ``envsize``
+(the envs' size on disk) and ``devsource`` (your own vLLM as an env's).
 """

@@ -1,12 +1,12 @@
 """``python -m matrix upstream``: vLLM's own tests on the installed release's lean env (what
 ``tox -e upstream033`` runs; docs/upstream.md).
 
-It takes the release's ``tests/`` from its source archive (``upstream_source``), runs a tier
+It takes the release's ``tests/`` from its source archive (``source``), runs a tier
 of them with pytest in a subprocess (offline, on the CPU platform, the shipped Hub configs as
 the Hugging Face cache), and compares every outcome with ``upstream/vllm-<version>.yaml``
-(``upstream_expected``): the run fails on a test that does not pass and is not listed, and on
+(``expected``): the run fails on a test that does not pass and is not listed, and on
 a listed test that does not end as listed. With ``--upstream-variant NAME`` it then runs the
-tier again with that variant applied to every scheduler the tests build (``upstream_plugin``)
+tier again with that variant applied to every scheduler the tests build (``plugin``)
 and reports, in ``reports/upstream-<version>-<NAME>.md``, every test whose outcome changes.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix.case.reading import CaseFileError
-from matrix.tools.upstream_expected import (
+from matrix.upstream.expected import (
     TIERS,
     Expected,
     Result,
@@ -34,8 +34,8 @@ from matrix.tools.upstream_expected import (
     expected_path,
     load_expected,
 )
-from matrix.tools.upstream_report import RunInfo, stock_report, variant_report
-from matrix.tools.upstream_source import (
+from matrix.upstream.report import RunInfo, stock_report, variant_report
+from matrix.upstream.source import (
     SourceError,
     cache_root,
     checkout_tests,
@@ -44,7 +44,7 @@ from matrix.tools.upstream_source import (
     source_record,
 )
 
-PLUGIN = "matrix.tools.upstream_plugin"
+PLUGIN = "matrix.upstream.plugin"
 PER_TEST_TIMEOUT_S = 900  # pytest-timeout's limit: a test that hangs fails, the run goes on
 
 
@@ -177,7 +177,7 @@ def main(options: argparse.Namespace) -> int:
     """Runs the tier (and the variant); returns 0 when stock ends as expected, 1 when not,
     2 when nothing could run."""
     from matrix.installed import installed_vllm_version
-    from matrix.tools.upstream_plugin import VariantError, resolve_variant
+    from matrix.upstream.plugin import VariantError, resolve_variant
 
     version = installed_vllm_version()
     if version is None:

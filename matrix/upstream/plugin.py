@@ -1,5 +1,5 @@
 """The pytest plugin ``python -m matrix upstream`` loads into vLLM's own test session
-(``-p matrix.tools.upstream_plugin``): it records every test's outcome, and with
+(``-p matrix.upstream.plugin``): it records every test's outcome, and with
 ``--upstream-variant NAME`` applies a matrix variant to every scheduler the tests build.
 
 The variant goes through the code the harness uses: the installed release's adapter (selected

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from matrix.tools.upstream_expected import Change, Comparison, Result
+from matrix.upstream.expected import Change, Comparison, Result
 
 OUTCOME_COLUMNS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
