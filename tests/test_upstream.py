@@ -275,6 +275,22 @@ def test_the_archive_is_unpacked_when_its_digest_matches(
     assert source_record(root)["sha256"] == hashlib.sha256(archive).hexdigest()
 
 
+def test_a_release_tree_holds_the_vllm_package_beside_its_tests(
+    index: tuple[Path, str], tmp_path: Path
+) -> None:
+    pytest.importorskip("pypi_simple")
+    from matrix.upstream.source import fetch_tests, fetch_tree
+
+    served, endpoint = index
+    archive = _archive(ARCHIVE)
+    _publish(served, archive, hashlib.sha256(archive).hexdigest())
+    tree = fetch_tree("9.9.9", tmp_path / "cache", endpoint)
+    assert (tree / "vllm" / "__init__.py").is_file()
+    assert (tree / "tests" / "v1" / "test_x.py").is_file()
+    tests = fetch_tests("9.9.9", tmp_path / "cache", endpoint)
+    assert tests != tree and not (tests / "vllm").exists()  # each folder keeps its own parts
+
+
 def test_an_archive_whose_digest_differs_is_refused(
     index: tuple[Path, str], tmp_path: Path
 ) -> None:

@@ -4,7 +4,9 @@ digest checked), or a checkout's ``tests/``; and the offline Hugging Face cache 
 A release's archive is found and downloaded with ``pypi-simple``, which checks the file against
 the digest the index states; only its ``tests/`` folder and ``pyproject.toml`` (vLLM's pytest
 settings) are unpacked, under the cache root (``~/.cache/vllm-kv-matrix/upstream`` by default,
-outside the clone), once per release. vLLM's tests are never part of this repository.
+outside the clone), once per release. ``fetch_tree`` unpacks the release's Python tree too
+(``vllm/``), for what installs a release from source (a patched tree, ``bisect``'s history).
+vLLM's code and tests are never part of this repository.
 
 The Hugging Face cache holds the public ``config.json`` files shipped in ``matrix/models/`` under
 a Hub name (``matrix/models/facebook/opt-125m/``): the models vLLM's scheduler tests build
@@ -30,6 +32,7 @@ if TYPE_CHECKING:  # the index client is installed in the upstream envs only
 PROJECT = "vllm"
 MARKER = ".matrix-source.json"  # written last: a folder without it is an unfinished unpacking
 UNPACKED = ("tests/", "pyproject.toml")  # what of the archive the tests need
+TREE = ("vllm/", *UNPACKED)  # the release's Python source beside them
 HUB_REVISION = "matrix"  # the snapshot name the offline cache's refs/main points to
 
 
@@ -63,14 +66,15 @@ def _sdist(packages: list[DistributionPackage], version: str) -> DistributionPac
     raise SourceError(f"vLLM {version}: no source archive on the package index")
 
 
-def _unpack(archive: Path, into: Path) -> None:
-    """Unpacks ``tests/`` and ``pyproject.toml`` of ``archive`` (whose members all sit in one
-    top folder) into ``into``, refusing links and paths that leave it (tarfile's data filter)."""
+def _unpack(archive: Path, into: Path, parts: tuple[str, ...]) -> None:
+    """Unpacks ``parts`` (folders ending in ``/``, files) of ``archive`` (whose members all sit in
+    one top folder) into ``into``, refusing links and paths that leave it (tarfile's data
+    filter)."""
     with tarfile.open(archive) as tar:
         members = []
         for member in tar.getmembers():
             _, _, inner = member.name.partition("/")
-            if inner.startswith(UNPACKED):
+            if inner.startswith(parts):
                 member.name = inner
                 members.append(member)
         if not any(m.name == "pyproject.toml" for m in members):
@@ -82,8 +86,21 @@ def fetch_tests(version: str, root: Path | None = None, endpoint: str | None = N
     """The folder holding vLLM ``version``'s ``tests/`` and ``pyproject.toml``, downloaded from
     the index (``endpoint``, default PyPI's simple API) and unpacked once; raises
     :class:`SourceError`, a digest that does not match among the reasons."""
+    return _fetch(version, UNPACKED, f"vllm-{version}", root, endpoint)
+
+
+def fetch_tree(version: str, root: Path | None = None, endpoint: str | None = None) -> Path:
+    """As :func:`fetch_tests`, with the release's ``vllm/`` package too (its Python files: what
+    the scheduler needs), in a folder of its own; the folder is shared: copy it to change it."""
+    return _fetch(version, TREE, f"vllm-{version}-tree", root, endpoint)
+
+
+def _fetch(
+    version: str, parts: tuple[str, ...], name: str, root: Path | None, endpoint: str | None
+) -> Path:
+    """``parts`` of vLLM ``version``'s source archive, unpacked once into ``root/name``."""
     root = cache_root() if root is None else root
-    target = root / f"vllm-{version}"
+    target = root / name
     if (target / MARKER).is_file():
         return target
     import requests
@@ -105,7 +122,7 @@ def fetch_tests(version: str, root: Path | None = None, endpoint: str | None = N
                 f"vLLM {version}: the package index cannot be read: {error}"
             ) from None
         unpacked = Path(scratch) / "unpacked"
-        _unpack(downloaded, unpacked)
+        _unpack(downloaded, unpacked, parts)
         archive = Archive(package.filename, package.url, package.digests["sha256"])
         (unpacked / MARKER).write_text(json.dumps(asdict(archive), indent=1) + "\n")
         shutil.rmtree(target, ignore_errors=True)
