@@ -107,10 +107,10 @@ def test_a_fresh_scheduler_runs_as_a_freshly_started_engine(
 
 
 def test_the_variant_patches_the_engine_scheduler_instance(engine: Any, handle_type: Any) -> None:
-    from matrix.live.handle import LiveHandle
+    from matrix.live.handle import live_handle_type
     from matrix.run.variants import VARIANTS
 
-    handle = LiveHandle(engine, handle_type, 16)
+    handle = live_handle_type(handle_type)(engine, 16)
     scheduler = engine.scheduler
     original = vars(type(scheduler))["_inflight_prefill_reserved_blocks"]
     VARIANTS["fixed"].apply(handle)

@@ -88,17 +88,17 @@ class Handle:
         )
         # The engine's choice of scheduler class (EngineCore picks it from the same setting).
         scheduler_class = AsyncScheduler if config.scheduler_config.async_scheduling else Scheduler
-        self.scheduler: Any = scheduler_class(
-            config,
-            kv_cache_config,
-            StructuredOutputManager(config),
-            block_size=plan.block_size,
-            hash_block_size=plan.hash_block_size,
-            log_stats=False,
+        self._track(
+            scheduler_class(
+                config,
+                kv_cache_config,
+                StructuredOutputManager(config),
+                block_size=plan.block_size,
+                hash_block_size=plan.hash_block_size,
+                log_stats=False,
+            )
         )
         self._block_hasher = plan.block_hasher
-        self._known: list[str] = []
-        self._prompts: dict[str, list[int]] = {}
         speculative = case.speculative
         self.worker = Worker(self.scheduler, speculative.accept if speculative else "all")
         self.engine = EngineLoop(self.scheduler, self.worker, config.max_concurrent_batches)
@@ -109,8 +109,14 @@ class Handle:
         upstream``), for a variant's ``geometry`` and ``install_reservation``; it drives no
         engine, so the engine's methods are not for it."""
         handle = cls.__new__(cls)
-        handle.scheduler = scheduler
+        handle._track(scheduler)
         return handle
+
+    def _track(self, scheduler: Any) -> None:
+        """Drives ``scheduler``: no request added yet."""
+        self.scheduler: Any = scheduler
+        self._known: list[str] = []  # the case's request ids, in the order added
+        self._prompts: dict[str, list[int]] = {}
 
     def geometry(self) -> Geometry:
         """What a reservation rule needs of this scheduler: block sizes, groups and spec step."""
@@ -129,29 +135,52 @@ class Handle:
 
     def add_request(self, spec: RequestSpec) -> None:
         """Adds the request as the engine would, with NIXL's remote-prefill parameters if async."""
-        params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True)
+        params = self.sampling_params(spec.max_tokens)
         if spec.async_load:
             params.extra_args = {
                 "kv_transfer_params": remote_prefill(spec.id, spec.prompt_tokens())
             }
-        prompt = distinct_prompt(spec.id, spec.prompt_tokens())
+        prompt = self.prompt_tokens(spec.id, spec.prompt_tokens())
         if spec.prefix is not None:
             # Alone (as when the fit is measured) the request keeps the same tokens.
-            of = self._prompts.get(spec.prefix.of) or distinct_prompt(
+            of = self._prompts.get(spec.prefix.of) or self.prompt_tokens(
                 spec.prefix.of, spec.prompt_tokens()
             )
             prompt[: spec.prefix.tokens] = of[: spec.prefix.tokens]
         self._prompts[spec.id] = prompt
+        self.submit(spec.id, prompt, params)
+        self._known.append(spec.id)
+
+    # How requests reach the scheduler and how their loads are heard of: the simulated
+    # engine's; a live engine's handle (matrix/live/handle.py) overrides these.
+
+    def sampling_params(self, max_tokens: int) -> SamplingParams:
+        """A request's sampling: ``max_tokens`` tokens, whatever they are."""
+        return SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+
+    def prompt_tokens(self, request_id: str, length: int) -> list[int]:
+        """A request's own prompt (before any shared prefix is copied in)."""
+        return distinct_prompt(request_id, length)
+
+    def submit(self, request_id: str, prompt: list[int], params: SamplingParams) -> None:
+        """Hands the request to the scheduler, as ``EngineCore.add_request`` does."""
         self.scheduler.add_request(
             Request(
-                request_id=spec.id,
+                request_id=request_id,
                 prompt_token_ids=prompt,
                 sampling_params=params,
                 pooling_params=None,
                 block_hasher=self._block_hasher,
             )
         )
-        self._known.append(spec.id)
+
+    def scheduler_request_id(self, request_id: str) -> str:
+        """The id the scheduler knows the case's request by."""
+        return request_id
+
+    def load_reported(self, request_id: str) -> bool:
+        """Whether the worker has reported the request's load (finished or failed)."""
+        return request_id in self.worker.reported
 
     def step(
         self, finished_loads: set[str], failed_loads: frozenset[str] = frozenset()
@@ -177,8 +206,8 @@ class Handle:
         scheduler = self.scheduler
         requests = []
         for request_id in self._known:
-            reported = request_id in self.worker.reported
-            request = scheduler.requests.get(request_id)
+            reported = self.load_reported(request_id)
+            request = scheduler.requests.get(self.scheduler_request_id(request_id))
             if request is None:  # finished requests leave the scheduler
                 requests.append(RequestState(request_id, FINISHED, 0, reported, 0))
                 continue

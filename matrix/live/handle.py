@@ -1,51 +1,37 @@
-"""A live engine's scheduler as the harness's ``SchedulerHandle``: requests go through
-``LLMEngine.add_request`` (NIXL's remote-prefill parameters, as in the harness), a step is
-``LLMEngine.step()`` (``EngineCore``'s step or its batch queue, the model runner's forward pass,
-the drafter, the connector's worker side), and the state, the block accounting and the
-variants' hooks read and patch the engine's own scheduler instance.
+"""A live engine's scheduler as the harness's ``Handle``: the same class, the release's hooks
+included, with only what a live engine does differently. Requests go through
+``LLMEngine.add_request`` (the live prompt and sampling, NIXL's remote-prefill parameters as in
+the harness), a step is ``LLMEngine.step()`` (``EngineCore``'s step or its batch queue, the
+model runner's forward pass, the drafter, the connector's worker side), and loads are reported
+by the test connector; the state, the block accounting, the reservation and the variants'
+hooks are the harness's own, reading and patching the engine's scheduler instance.
 
-The variants reach the scheduler through the release's handle class (``VersionAdapter``'s
-``handle_type``), whose reservation hooks read nothing but ``scheduler``: a variant is
-installed on the engine's scheduler exactly as on the harness's.
+:func:`live_handle_type` puts :class:`LiveHandle` in front of the release's handle class
+(``VersionAdapter.handle_type``), so a variant is installed on the engine's scheduler by
+exactly the code that installs it on the harness's.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from matrix.adapters.accounting import block_account
-from matrix.adapters.handle import Handle, remote_prefill, status_of
-from matrix.adapters.protocol import (
-    FINISHED,
-    BlockAccount,
-    Geometry,
-    RequestState,
-    SchedulerState,
-    StepOutcome,
-)
-from matrix.case.parts import RequestSpec
+from vllm.sampling_params import SamplingParams
+
+from matrix.adapters.handle import Handle
+from matrix.adapters.protocol import StepOutcome
 from matrix.live.connector import REPORTS
 from matrix.live.engine import LiveEngine, live_sampling
-from matrix.live.layout import live_prompt
+from matrix.live.layout import live_tokens
 
 
-def release_view(handle_type: type[Handle], scheduler: Any) -> Handle:
-    """The release's handle over ``scheduler``, for its reservation hooks (geometry, the
-    stock margin, installing a variant), without building a scheduler of its own."""
-    view = handle_type.__new__(handle_type)
-    view.scheduler = scheduler
-    return view
+class LiveHandle(Handle):
+    """One pool of a live engine: a fresh scheduler, driven through the engine. Combined
+    with a release's handle class by :func:`live_handle_type`."""
 
-
-class LiveHandle:
-    """One pool of a live engine: a fresh scheduler, driven through the engine."""
-
-    def __init__(self, engine: LiveEngine, handle_type: type[Handle], pool: int) -> None:
-        self.engine = engine
-        self.scheduler = engine.use_pool(pool)
-        self.release = release_view(handle_type, self.scheduler)
+    def __init__(self, engine: LiveEngine, pool: int) -> None:
+        self.live = engine
+        self._track(engine.use_pool(pool))
         self.engine_ids: dict[str, str] = {}  # the case's request id -> the engine's
-        self._prompts: dict[str, list[int]] = {}
         self._scheduled: dict[str, int] = {}
         self._free_while_running: int | None = None
         self._observe_schedule()
@@ -64,32 +50,27 @@ class LiveHandle:
 
         self.scheduler.schedule = observed
 
-    def geometry(self) -> Geometry:
-        """The engine scheduler's geometry, as the release's handle reads it."""
-        return self.release.geometry()
+    def sampling_params(self, max_tokens: int) -> SamplingParams:
+        """Greedy, of the one token the drafter proposes (see ``layout``)."""
+        return live_sampling(max_tokens)
 
-    def install_reservation(self, *args: Any, **kwargs: Any) -> None:
-        """Installs a variant on the engine's scheduler: the release's handle's own
-        ``install_reservation`` (see ``SchedulerHandle``), whatever its arguments."""
-        self.release.install_reservation(*args, **kwargs)
+    def prompt_tokens(self, request_id: str, length: int) -> list[int]:
+        """The live prompt: ends in a run of the sampled token (see ``layout``)."""
+        return live_tokens(request_id, length)
 
-    def reservation(self) -> int:
-        """What an async-load admission keeps free now, as the release's handle reads it."""
-        return self.release.reservation()
-
-    def add_request(self, spec: RequestSpec) -> None:
-        """Adds the request through the engine: the live prompt, greedy sampling of the one
-        token the drafter proposes, NIXL's remote-prefill parameters if it loads."""
-        params = live_sampling(spec.max_tokens)
-        if spec.async_load:
-            params.extra_args = {
-                "kv_transfer_params": remote_prefill(spec.id, spec.prompt_tokens())
-            }
-        prompt = live_prompt(spec, self._prompts)
-        self._prompts[spec.id] = prompt
-        self.engine_ids[spec.id] = self.engine.llm.add_request(
-            spec.id, {"prompt_token_ids": prompt}, params
+    def submit(self, request_id: str, prompt: list[int], params: SamplingParams) -> None:
+        """Through the engine, which gives the request its own id."""
+        self.engine_ids[request_id] = self.live.llm.add_request(
+            request_id, {"prompt_token_ids": prompt}, params
         )
+
+    def scheduler_request_id(self, request_id: str) -> str:
+        """The engine's id of the case's request."""
+        return self.engine_ids[request_id]
+
+    def load_reported(self, request_id: str) -> bool:
+        """Whether the test connector's worker side has reported the load."""
+        return self.engine_ids[request_id] in REPORTS.reported
 
     def step(
         self, finished_loads: set[str], failed_loads: frozenset[str] = frozenset()
@@ -99,7 +80,7 @@ class LiveHandle:
             raise ValueError("the live connector reports no failed load")
         REPORTS.due |= {self.engine_ids[request_id] for request_id in finished_loads}
         self._scheduled, self._free_while_running = {}, None
-        self.engine.llm.step()
+        self.live.llm.step()
         free = self._free_while_running
         if free is None:  # the batch queue was full: nothing scheduled this step
             free = self.scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
@@ -108,42 +89,28 @@ class LiveHandle:
 
     def abort(self, request_ids: list[str]) -> None:
         """Aborts through the engine, as a client going away does."""
-        self.engine.llm.abort_request([self.engine_ids[r] for r in request_ids], internal=True)
-
-    def accounting(self) -> BlockAccount:
-        """Where every block of the engine scheduler's pool is now."""
-        return block_account(self.scheduler)
+        self.live.llm.abort_request([self.engine_ids[r] for r in request_ids], internal=True)
 
     def settled(self) -> bool:
         """Nothing left that could free blocks, and the worker has heard of every finish."""
         scheduler = self.scheduler
         return not (
-            scheduler.has_requests() or self.engine.core.batch_queue or scheduler.deferred_frees
-        )
-
-    def state(self) -> SchedulerState:
-        """Every request the case added, by the case's ids, and the free blocks."""
-        scheduler = self.scheduler
-        requests = []
-        for case_id, engine_id in self.engine_ids.items():
-            reported = engine_id in REPORTS.reported
-            request = scheduler.requests.get(engine_id)
-            if request is None:
-                requests.append(RequestState(case_id, FINISHED, 0, reported, 0))
-                continue
-            requests.append(
-                RequestState(
-                    case_id,
-                    status_of(request.status),
-                    request.num_computed_tokens,
-                    reported,
-                    request.num_preemptions,
-                )
-            )
-        return SchedulerState(
-            tuple(requests), scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
+            scheduler.has_requests() or self.live.core.batch_queue or scheduler.deferred_frees
         )
 
     def finish(self) -> bool:
         """Drains the engine after the run (see ``LiveEngine.drain``); whether it is clean."""
-        return self.engine.drain(list(self.engine_ids.values()))
+        return self.live.drain(list(self.engine_ids.values()))
+
+
+_combined: dict[type[Handle], type[LiveHandle]] = {}
+
+
+def live_handle_type(release: type[Handle]) -> type[LiveHandle]:
+    """:class:`LiveHandle` in front of ``release`` (the adapter's handle class): the live
+    engine's parts, then the release's hooks (``stock_margin``, ``drop_stock_margin``,
+    ``coordinator_options``), then what every release shares."""
+    if release not in _combined:
+        combined = type(f"Live{release.__name__}", (LiveHandle, release), {})
+        _combined[release] = cast(type[LiveHandle], combined)
+    return _combined[release]

@@ -7,13 +7,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from time import monotonic
+from functools import partial
 
 from matrix.adapters.handle import Handle
 from matrix.case.format import CaseFile
 from matrix.live.engine import LiveEngine
-from matrix.live.handle import LiveHandle
-from matrix.run.playback import CellTimeout, Playback, play
+from matrix.live.handle import LiveHandle, live_handle_type
+from matrix.run.playback import Playback, cell_clock
+from matrix.run.pools import play_pool
 from matrix.run.records import RunTrace
 from matrix.run.variants import Variant
 
@@ -53,36 +54,28 @@ def run_live_pool(
     pool: int,
     hang_steps: int = HANG_STEPS,
     deadline: float = math.inf,
-    clock: Callable[[], float] = monotonic,
+    clock: Callable[[], float] = cell_clock,
 ) -> RunTrace:
-    """A fresh scheduler of ``pool`` blocks on ``engine``, ``variant`` installed on it as the
-    harness installs it, the requests added and the events played. vLLM raising is a trace
-    that stopped with ``error``; raises :class:`UncleanEngine` when the engine could not be
-    drained afterwards, and ``CellTimeout`` past the deadline."""
-    playback: LivePlayback | None = None
-    handle: LiveHandle | None = None
+    """A fresh scheduler of ``pool`` blocks on ``engine``, driven by the release's handle
+    (``handle_type``) made live, and played as the harness plays a pool (``play_pool``) with
+    the live hang rule. Raises :class:`UncleanEngine` when the engine could not be drained
+    afterwards, and ``CellTimeout`` past the deadline."""
+    handles: list[LiveHandle] = []
+
+    def build() -> LiveHandle:
+        handles.append(live_handle_type(handle_type)(engine, pool))
+        return handles[-1]
+
     try:
-        handle = LiveHandle(engine, handle_type, pool)
-        variant.apply(handle)
-        for request in case.requests:
-            handle.add_request(request)
-        playback = LivePlayback(handle, case, deadline=deadline, clock=clock, hang_steps=hang_steps)
-        stopped, unmet = play(playback, list(case.events))
-        trace = RunTrace(
+        return play_pool(
             pool,
-            tuple(playback.records),
-            stopped,
-            unmet_expectation=unmet,
-            leak=playback.leak,
-            reserved=playback.reserved,
+            case,
+            variant,
+            build,
+            partial(LivePlayback, hang_steps=hang_steps),
+            deadline=deadline,
+            clock=clock,
         )
-    except CellTimeout:
-        raise
-    except Exception as error:  # vLLM raising is an outcome to report, not a crash
-        records = tuple(playback.records) if playback is not None else ()
-        leak = playback.leak if playback is not None else ""
-        trace = RunTrace(pool, records, "error", f"{type(error).__name__}: {error}", leak=leak)
     finally:
-        if handle is not None and not handle.finish():
+        if handles and not handles[0].finish():
             raise UncleanEngine(f"pool {pool}: the engine kept requests or blocks after the run")
-    return trace

@@ -20,7 +20,7 @@ from matrix.live.platform import detect_device
 from matrix.live.report import Disagreement, LiveCell, LiveReport
 from matrix.report.tables import cell_text
 from matrix.run.cell import run_cell
-from matrix.run.playback import CellTimeout
+from matrix.run.playback import CellTimeout, cell_clock
 from matrix.run.records import RunTrace
 from matrix.run.variants import VARIANTS
 from matrix.variant_names import VARIANT_NAMES
@@ -164,7 +164,7 @@ class _Session:
         from matrix.live.runs import UncleanEngine, run_live_pool
 
         assert self.handle_type is not None
-        deadline = time.monotonic() + case.limit("seconds")
+        deadline = cell_clock() + case.limit("seconds")
         agreements: list[PoolAgreement] = []
         disagreements: list[Disagreement] = []
         for pool in pools:

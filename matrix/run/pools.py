@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from matrix.adapters.protocol import VersionAdapter
+from matrix.adapters.protocol import SchedulerHandle, VersionAdapter
 from matrix.case.format import CaseFile
 from matrix.case.model import FitSweep
 from matrix.run.playback import CellTimeout, Playback, cell_clock, play
@@ -26,34 +26,53 @@ def run_pool(
     vLLM raising is a trace that stopped with ``error``; a passed deadline raises
     :class:`CellTimeout`."""
     rule = VARIANTS[variant] if isinstance(variant, str) else variant
-    playback: Playback | None = None
+    return play_pool(
+        pool, case, rule, lambda: adapter.build(case, pool), deadline=deadline, clock=clock
+    )
+
+
+def play_pool(
+    pool: int,
+    case: CaseFile,
+    rule: Variant,
+    build: Callable[[], SchedulerHandle],
+    playback: Callable[..., Playback] = Playback,
+    deadline: float = math.inf,
+    clock: Callable[[], float] = cell_clock,
+) -> RunTrace:
+    """One run on the handle ``build`` gives (the harness's scheduler, or a live engine's):
+    ``rule`` installed, the requests added, the events played by ``playback`` (the harness's
+    :class:`Playback`, or a subclass with another stuck rule), as a :class:`RunTrace`. vLLM
+    raising is a trace that stopped with ``error``; a passed deadline raises
+    :class:`CellTimeout`."""
+    played: Playback | None = None
     try:
-        handle = adapter.build(case, pool)
+        handle = build()
         rule.apply(handle)
         for request in case.requests:
             handle.add_request(request)
-        playback = Playback(handle, case, deadline=deadline, clock=clock)
-        stopped, unmet = play(playback, list(case.events))
+        played = playback(handle, case, deadline=deadline, clock=clock)
+        stopped, unmet = play(played, list(case.events))
         return RunTrace(
             pool,
-            tuple(playback.records),
+            tuple(played.records),
             stopped,
             unmet_expectation=unmet,
-            leak=playback.leak,
-            reserved=playback.reserved,
+            leak=played.leak,
+            reserved=played.reserved,
         )
     except CellTimeout:
         raise
     except Exception as error:  # vLLM raising is an outcome to report, not a crash
-        if playback is None:
+        if played is None:
             return RunTrace(pool, (), "error", f"{type(error).__name__}: {error}")
         return RunTrace(
             pool,
-            tuple(playback.records),
+            tuple(played.records),
             "error",
             f"{type(error).__name__}: {error}",
-            leak=playback.leak,
-            reserved=_reservation(playback),
+            leak=played.leak,
+            reserved=_reservation(played),
         )
 
 
