@@ -13,8 +13,7 @@ from matrix.adapters.protocol import FINISHED, LOADING, RUNNING, WAITING, Reques
 from matrix.adapters.protocol import SchedulerState as State
 from matrix.case.expansion import cells_from_file
 from matrix.case.format import CaseFile
-from matrix.case.parts import RequestSpec
-from matrix.live.layout import SAMPLED_TOKEN, live_prompt, live_unsupported, model_config, model_dir
+from matrix.live.layout import SAMPLED_TOKEN, live_tokens, live_unsupported, model_config, model_dir
 from matrix.live.outcome import PoolAgreement, live_outcome, outcome_ranges, pools_to_run
 from matrix.live.report import (
     Disagreement,
@@ -51,7 +50,7 @@ def test_the_live_counterparts_run_on_a_cpu_engine(path: Path) -> None:
         ("single_group", "multiple of 32 tokens, not 4"),
         ("multiple_groups", "would be one"),  # full+full: one group in a real engine
         ("different_block_sizes", "groups of 4 and 8 tokens"),
-        ("mamba_none", "not mamba"),
+        ("mamba_none", "multiple of 32 tokens, not 4"),
     ],
 )
 def test_table_cases_are_skipped_with_the_reason(name: str, reason: str) -> None:
@@ -77,6 +76,31 @@ def test_a_gpu_is_not_held_to_the_cpu_block_sizes() -> None:
     assert "multiple of 32" in (live_unsupported(definition("no_speculation"), on_cpu=True) or "")
 
 
+def test_mamba_layouts_a_real_engine_cannot_build_are_skipped() -> None:
+    full, mamba = definition("live_align_undercount").groups
+    assert live_unsupported(definition("live_align_undercount"), on_cpu=True) is None
+    windowed = full.model_copy(update={"kind": "sliding_window", "window": 128})
+    assert "full attention beside" in (
+        live_unsupported(case_with(groups=[windowed, mamba]), True) or ""
+    )
+    wider = mamba.model_copy(update={"block_size": 64})
+    found = live_unsupported(case_with(groups=[full, wider], speculative=None), True)
+    assert found is not None and "blocks of the attention block (32 tokens), not 64" in found
+    unbounded = mamba.model_copy(update={"mamba_mode": "none"})
+    found = live_unsupported(case_with(groups=[full, unbounded], speculative=None), True)
+    assert found is not None and "max_model_len (1024 tokens), not 32" in found
+    alone = live_unsupported(case_with(groups=[mamba], speculative=None), True)
+    assert "an attention layer beside" in (alone or "")
+
+
+def test_a_mamba_layout_is_a_tiny_nemotron_h_with_a_layer_per_group() -> None:
+    full, mamba = definition("live_align_undercount").groups
+    config = model_config(case_with(groups=[mamba, full, mamba], speculative=None))
+    assert config["architectures"] == ["NemotronHForCausalLM"]
+    assert config["hybrid_override_pattern"] == "MM*" and config["num_hidden_layers"] == 3
+    assert config["chunk_size"] == 32
+
+
 def test_the_model_has_a_layer_per_group_and_is_written_once(tmp_path: Path) -> None:
     case = definition("live_two_loads")
     config = model_config(case)
@@ -91,19 +115,10 @@ def test_the_model_has_a_layer_per_group_and_is_written_once(tmp_path: Path) -> 
 
 
 def test_prompts_are_distinct_and_end_in_the_sampled_token() -> None:
-    prompts: dict[str, list[int]] = {}
-    head = live_prompt(RequestSpec(id="head", prompt=128), prompts)
-    prompts["head"] = head
-    tail = live_prompt(RequestSpec(id="tail", prompt=128), prompts)
+    head, tail = live_tokens("head", 128), live_tokens("tail", 128)
     assert head[-32:] == [SAMPLED_TOKEN] * 32 and SAMPLED_TOKEN not in head[:-32]
     assert head[0] != tail[0]
-    shared = live_prompt(
-        RequestSpec.model_validate(
-            {"id": "b", "prompt": 96, "prefix": {"of": "head", "tokens": 40}}
-        ),
-        prompts,
-    )
-    assert shared[:40] == head[:40] and shared[40] != head[40]
+    assert live_tokens("a", 8)[-7:] == [SAMPLED_TOKEN] * 7 and live_tokens("a", 8)[0] != 7
 
 
 def record(step: int, *requests: RequestState, scheduled: int = 0) -> StepRecord:

@@ -18,19 +18,20 @@ import dataclasses
 import time
 from typing import Any
 
+import torch
 from vllm import EngineArgs
 from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
 from vllm.v1.engine.llm_engine import LLMEngine
 from vllm.v1.executor.abstract import Executor
-from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec, SlidingWindowSpec
 
 from matrix.adapters.accounting import block_account
 from matrix.adapters.config import EngineSettings, engine_settings
 from matrix.case.format import CaseFile
 from matrix.live.connector import CONNECTOR_NAME, REPORTS
-from matrix.live.layout import BLOCK_TOKEN, SAMPLED_TOKEN, TAIL_TOKENS, model_dir
+from matrix.live.layout import BLOCK_TOKEN, MAMBA_CHUNK, SAMPLED_TOKEN, TAIL_TOKENS, model_dir
 from matrix.live.platform import Device
 
 # At least this many blocks per engine (a few MB): pools above it start a bigger engine.
@@ -74,12 +75,13 @@ def engine_args(settings: EngineSettings, device: Device, blocks: int) -> Engine
             "prompt_lookup_min": 1,
             "prompt_lookup_max": 4,
         }
+    mamba = {"mamba_cache_mode": settings.mamba_mode} if settings.mamba_mode else {}
     return EngineArgs(
         model=settings.model_dir,
         skip_tokenizer_init=True,
         load_format="dummy",  # random weights: only config.json exists
         enforce_eager=True,
-        dtype=device.dtype,
+        dtype=model_dtype(settings, device),
         seed=0,
         max_model_len=settings.max_model_len,
         block_size=settings.block_size,
@@ -91,17 +93,35 @@ def engine_args(settings: EngineSettings, device: Device, blocks: int) -> Engine
         gpu_memory_utilization=0.1,
         speculative_config=speculative,
         kv_transfer_config=transfer,
+        **mamba,
         **dict(settings.scheduler),
     )
 
 
-def group_kinds(groups: Any) -> list[tuple[str, int, int | None]]:
-    """KV cache groups as (kind, block size, window), sorted: vLLM's specs or a case's groups."""
-    kinds = []
+def model_dtype(settings: EngineSettings, device: Device) -> str:
+    """The model's dtype: the device's, but bfloat16 for a Mamba layout on a CPU with
+    AVX512-BF16, where vLLM packs the Mamba2 convolution's weights for its bfloat16 kernel,
+    which has no float32 version ("causal_conv1d_fwd_kernel_impl" not implemented for
+    'Float', measured on 0.31). The condition is vLLM's own (``dispatch_cpu_unquantized_gemm``)."""
+    if device.on_cpu and settings.mamba_mode is not None:
+        import vllm._custom_ops as ops
+
+        if torch.cpu._is_avx512_bf16_supported() and hasattr(ops, "causal_conv1d_weight_pack"):
+            return "bfloat16"
+    return device.dtype
+
+
+def group_kinds(groups: Any, max_model_len: int) -> list[tuple[str, int, int | str | None]]:
+    """KV cache groups as (kind, block size in tokens, window or Mamba mode), sorted: vLLM's
+    specs or a case's groups."""
+    kinds: list[tuple[str, int, int | str | None]] = []
     for group in groups:
         spec = getattr(group, "kv_cache_spec", None)
         if spec is None:
-            kinds.append((group.kind, group.block_size, group.window))
+            detail = group.mamba_mode if group.kind == "mamba" else group.window
+            kinds.append((group.kind, group.tokens_per_block(max_model_len), detail))
+        elif isinstance(spec, MambaSpec):
+            kinds.append(("mamba", spec.block_size, spec.mamba_cache_mode))
         elif isinstance(spec, SlidingWindowSpec):
             kinds.append(("sliding_window", spec.block_size, spec.sliding_window))
         elif isinstance(spec, FullAttentionSpec):
@@ -123,12 +143,12 @@ class LiveEngine:
         )
         self.core: Any = self.llm.engine_core.engine_core
         self.kv_cache_config = self.core.scheduler.kv_cache_config
-        engine_groups = group_kinds(self.kv_cache_config.kv_cache_groups)
-        if engine_groups != group_kinds(case.groups):
+        engine_groups = group_kinds(self.kv_cache_config.kv_cache_groups, case.max_model_len)
+        case_groups = group_kinds(case.groups, case.max_model_len)
+        if engine_groups != case_groups:
             self.shutdown()
             raise LayoutMismatch(
-                f"the engine's KV cache groups are {engine_groups}, the case's "
-                f"{group_kinds(case.groups)}"
+                f"the engine's KV cache groups are {engine_groups}, the case's {case_groups}"
             )
         try:
             self._serve_one()
@@ -142,6 +162,10 @@ class LiveEngine:
         self.use_pool(self.blocks)
         prompt = [BLOCK_TOKEN + i for i in range(self.settings.block_size)]
         prompt += [SAMPLED_TOKEN] * TAIL_TOKENS
+        if self.settings.mamba_mode is not None:
+            # One Mamba chunk: 0.32's CPU engine fails any align prefill longer than one
+            # (docs/live.md, "vLLM's CPU Mamba kernel"); the cells' own prefills are the test.
+            prompt = prompt[-MAMBA_CHUNK:]
         self.llm.add_request("serve-one", {"prompt_token_ids": prompt}, live_sampling(8))
         for _ in range(DRAIN_STEPS):
             if not self.core.scheduler.has_requests():
