@@ -1,12 +1,19 @@
-"""The live engine itself (vLLM's CPU wheel: the live envs run these before the session; the
-lean envs skip them): a fresh scheduler per pool behaves as a freshly started engine, the
-variants are installed on the engine's scheduler instance, asynchronous cells run the batch
-queue, and the two-load deadlock hangs the real engine where the harness stalls."""
+"""The live engine itself (vLLM's CPU wheel: the live envs run these before the session, once
+per install; the lean envs skip them): a fresh scheduler per pool behaves as a freshly started
+engine, the variants are installed on the engine's scheduler instance, asynchronous cells run
+the batch queue, the two-load deadlock hangs the real engine where the harness stalls, a Mamba
+layout is the case's and finding 1 hangs it, and two sessions run at once."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,3 +137,64 @@ def test_asynchronous_cells_run_the_batch_queue(engines: Any, handle_type: Any) 
     assert type(started.scheduler).__name__ == "AsyncScheduler"
     assert started.core.batch_queue is not None
     assert live_outcome(run(started, handle_type, "stock", 16, case)) == "finished"
+
+
+UNDERCOUNT = case_of("live_align_undercount", max_model_len=160)
+
+
+def test_a_mamba_layout_is_the_cases_and_finding_1_hangs_it(engines: Any, handle_type: Any) -> None:
+    from matrix.live.engine import group_kinds
+    from matrix.live.outcome import live_outcome
+
+    started = engines.get(UNDERCOUNT, 16)
+    assert not isinstance(started, str), started
+    groups = group_kinds(started.kv_cache_config.kv_cache_groups, 160)
+    assert groups == [("full", 32, None), ("mamba", 32, "align")]
+    assert live_outcome(run(started, handle_type, "stock", 7, UNDERCOUNT)) == "hang"
+    assert live_outcome(run(started, handle_type, "proposed", 7, UNDERCOUNT)) == "refused"
+    assert live_outcome(run(started, handle_type, "stock", 8, UNDERCOUNT)) == "finished"
+
+
+def test_an_engine_that_fails_its_first_request_says_where(engines: Any, device: Any) -> None:
+    case = case_of("live_mamba_align", "ngram3", max_model_len=160)
+    started = engines.get(case, 16)
+    if not device.on_cpu:
+        pytest.skip("measured on vLLM's CPU engine: align with ngram needs a Triton kernel")
+    assert isinstance(started, str) and "fails its first request" in started
+    assert "(at vllm/" in started  # the file, line and function in vLLM
+
+
+def test_an_engine_is_not_started_on_a_taken_side_channel_port(engines: Any, device: Any) -> None:
+    from matrix.live.port import PORT_VARIABLE
+
+    engines.discard()
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", int(os.environ[PORT_VARIABLE])))
+        taken.listen()
+        refused = engines.get(TWO_LOADS, 64)
+    assert isinstance(refused, str) and "would wait for ever" in refused
+
+
+def test_two_sessions_run_at_once(tmp_path: Path) -> None:
+    """Each picks its own side-channel port; neither waits for the other."""
+    from matrix.live.port import PORT_VARIABLE
+
+    env = {name: value for name, value in os.environ.items() if name != PORT_VARIABLE}
+    command = [sys.executable, "-m", "matrix", "live", str(CASES / "live_single_group.yaml")]
+    command += ["-k", "none", "--live-pools", "failing"]
+    sessions = [
+        subprocess.Popen(
+            [*command, "--matrix-report", str(tmp_path / f"{index}.json")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for index in (1, 2)
+    ]
+    outputs = [session.communicate(timeout=900)[0] for session in sessions]
+    assert [session.returncode for session in sessions] == [0, 0], outputs
+    for index in (1, 2):
+        report = json.loads((tmp_path / f"{index}.json").read_text())
+        assert report["summary"]["cells_run"] == 1 and report["summary"]["agree"] == 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import traceback
 from typing import Any
 
 import torch
@@ -33,6 +34,7 @@ from matrix.case.format import CaseFile
 from matrix.live.connector import CONNECTOR_NAME, REPORTS
 from matrix.live.layout import BLOCK_TOKEN, MAMBA_CHUNK, SAMPLED_TOKEN, TAIL_TOKENS, model_dir
 from matrix.live.platform import Device
+from matrix.live.port import side_channel_problem
 
 # At least this many blocks per engine (a few MB): pools above it start a bigger engine.
 ENGINE_BLOCKS = 256
@@ -154,7 +156,7 @@ class LiveEngine:
             self._serve_one()
         except Exception as error:
             self.shutdown()
-            raise FirstRequestFailed(f"{type(error).__name__}: {error}") from error
+            raise FirstRequestFailed(f"{type(error).__name__}: {error}{_where(error)}") from error
 
     def _serve_one(self) -> None:
         """Serves one local request to its end (a prefill, decode steps, drafts verified):
@@ -231,6 +233,15 @@ class LiveEngine:
         cleanup_dist_env_and_memory()
 
 
+def _where(error: BaseException) -> str:
+    """Where in vLLM ``error`` was raised (`` (at vllm/...:LINE, FUNCTION)``), or ""."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if "/vllm/" in f.filename]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f" (at vllm/{frame.filename.rsplit('/vllm/', 1)[1]}:{frame.lineno}, {frame.name})"
+
+
 class Engines:
     """One live engine at a time (each holds a worker and its KV cache), started for a layout
     when a cell needs it and kept while the next cells share that layout; a layout vLLM
@@ -251,6 +262,9 @@ class Engines:
         if current is not None and current.settings == settings and current.blocks >= pool:
             return current
         self.discard()
+        problem = side_channel_problem()
+        if problem:  # not remembered: the port may be free for the next layout
+            return problem
         began = time.monotonic()
         try:
             self.current = LiveEngine(case, self.device, max(ENGINE_BLOCKS, pool))

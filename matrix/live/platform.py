@@ -1,4 +1,5 @@
-"""The device vLLM detects for a live engine, and the two settings of vLLM's CPU platform that
+"""The device vLLM detects for a live engine (and the process's NIXL side-channel port, see
+``port``), and the two settings of vLLM's CPU platform that
 the live mode undoes, once per process, before any config is built.
 
 - **Async scheduling.** ``CpuPlatform.check_and_update_config`` turns ``async_scheduling``
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from matrix.adapters.runtime import prepare_vllm
+from matrix.live.port import claim_side_channel_port
 
 # An in-process EngineCore (no engine process): the live mode steps it and reads its scheduler.
 LIVE_ENVIRONMENT = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
@@ -39,7 +41,10 @@ class Device:
 
 
 def detect_device() -> Device | str:
-    """The device vLLM detects, or why there is none to run an engine on."""
+    """The device vLLM detects, or why there is none to run an engine on. Claims this
+    process's NIXL side-channel port first (``port``): raises ``PortTaken`` when the one the
+    user set is taken."""
+    claim_side_channel_port()
     os.environ.update(LIVE_ENVIRONMENT)
     for variable, value in THREAD_DEFAULTS.items():
         os.environ.setdefault(variable, value)

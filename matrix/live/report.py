@@ -57,6 +57,7 @@ class LiveReport:
     engine_starts: tuple[float, ...] = ()  # seconds each engine took to start
     import_seconds: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    invalid: tuple[str, ...] = ()  # a line per case file that did not load
 
     def ran(self) -> list[LiveCell]:
         """The cells whose pools ran live."""
@@ -99,8 +100,9 @@ def skipped_table(report: LiveReport) -> Table:
 
 def summary_lines(report: LiveReport) -> list[str]:
     """The session in a few lines: cells run, skipped, agreeing; the costs."""
+    invalid = [f"invalid case file: {line}" for line in report.invalid]
     if report.no_device:
-        return [f"live engine: every cell skipped: {report.no_device}"]
+        return [f"live engine: every cell skipped: {report.no_device}", *invalid]
     ran, failed = report.ran(), report.failed()
     starts = ", ".join(f"{s:.1f}" for s in report.engine_starts) or "none"
     return [
@@ -112,6 +114,7 @@ def summary_lines(report: LiveReport) -> list[str]:
         f"{report.wall_seconds:.1f} s (importing vLLM {report.import_seconds:.1f} s; "
         f"engine starts, s: {starts})",
         *report.notes,
+        *invalid,
     ]
 
 
@@ -205,6 +208,7 @@ def to_json(report: LiveReport) -> dict[str, Any]:
         "no_device": report.no_device,
         "pools": report.pools,
         "hang_steps": report.hang_steps,
+        "invalid_case_files": list(report.invalid),
         "summary": {
             "cells_run": len(ran),
             "cells_skipped": len(report.cells) - len(ran),
@@ -230,7 +234,10 @@ def write(path: Path, report: LiveReport) -> None:
 
 def exit_status(report: LiveReport) -> int:
     """0 when every cell that ran agrees (or no device could run any), else 1; also 1 when a
-    device was there but no cell ran (nothing was confirmed)."""
+    device was there but no cell ran (nothing was confirmed), or when a case file did not
+    load (as pytest fails it)."""
+    if report.invalid:
+        return 1
     if report.no_device:
         return 0
     return 1 if report.failed() or not report.ran() else 0

@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from _pytest.mark.expression import Expression
+
 from matrix.case.expansion import Cell, case_files, cells_from_file
 from matrix.case.format import CaseFile
+from matrix.case.reading import CaseFileError
 from matrix.installed import expected_stock, installed_vllm_version
 from matrix.judge.result import result_of
 from matrix.judge.runs import classify_run
@@ -38,36 +41,67 @@ class Options:
     paths: tuple[Path, ...]
     pools: PoolChoice = "all"
     hang_steps: int = 8
-    keyword: str = ""  # only cells whose id contains it
+    keyword: str = ""  # pytest's -k expression over the cells' ids
     variants: tuple[str, ...] = VARIANT_NAMES
 
 
-def session_cells(options: Options) -> list[Cell]:
-    """The cells of the case files named, in a stable order, filtered by the options."""
+def keyword_filter(expression: str) -> Callable[[str], bool]:
+    """pytest's ``-k``: a match expression (``two_loads and not none``) over a cell's id and
+    its file's name, each word a case-insensitive substring. Raises ``ValueError`` (one line)
+    for a malformed expression."""
+    if not expression:
+        return lambda name: True
+    try:
+        compiled = Expression.compile(expression)
+    except Exception as error:  # pytest's ParseError or SyntaxError, by version
+        raise ValueError(f"-k {expression!r}: {str(error).splitlines()[0]}") from error
+
+    def matches(name: str) -> bool:
+        def contains(word: str, /, **kwargs: str | int | bool | None) -> bool:
+            return word.lower() in name.lower()
+
+        return compiled.evaluate(contains)
+
+    return matches
+
+
+def session_cells(options: Options) -> tuple[list[Cell], list[str]]:
+    """The cells of the case files named, in a stable order, filtered by the options; and a
+    line (``file:line: message``) per case file that does not load: the others still run."""
     ships = expected_stock()
-    cells = [
-        cell
-        for path in options.paths
-        for case_file in case_files(path)
-        for cell in cells_from_file(case_file, ships, VARIANT_NAMES)
-    ]
-    return [
+    matches = keyword_filter(options.keyword)
+    cells: list[Cell] = []
+    invalid: list[str] = []
+    for path in options.paths:
+        for case_file in case_files(path):
+            try:
+                cells += cells_from_file(case_file, ships, VARIANT_NAMES)
+            except CaseFileError as error:
+                invalid.append(str(error))
+    chosen = [
         cell
         for cell in cells
-        if cell.variant in options.variants and options.keyword in cell.test_id
+        if cell.variant in options.variants and matches(f"{cell.test_id} {cell.case.source.name}")
     ]
+    return chosen, invalid
 
 
-def run_session(options: Options, say: Callable[[str], None] = print) -> LiveReport:
-    """Runs the session; ``say`` hears a line per cell that ran, as it ends. Raises
-    ``CaseFileError`` (``file:line: message``) for a case file that does not load, before
-    vLLM is imported."""
+def run_session(
+    options: Options,
+    say: Callable[[str], None] = print,
+    selection: tuple[list[Cell], list[str]] | None = None,
+) -> LiveReport:
+    """Runs the session: the options' cells (``selection``: ``session_cells``' answer, when
+    the caller has it); ``say`` hears a line per cell that ran, as it ends. The report lists
+    the case files that did not load."""
     started = time.monotonic()
-    to_run = session_cells(options)
+    cells, invalid = selection or session_cells(options)
     version = installed_vllm_version() or "none"
     device = detect_device()
     if isinstance(device, str):
-        return LiveReport(version, "", no_device=device, pools=options.pools)
+        return LiveReport(
+            version, "", no_device=device, pools=options.pools, invalid=tuple(invalid)
+        )
     # vLLM is imported once the offline switches and the platform's settings are in place.
     from matrix.adapters.selection import select_adapter
     from matrix.live.engine import Engines
@@ -75,10 +109,10 @@ def run_session(options: Options, say: Callable[[str], None] = print) -> LiveRep
     adapter = select_adapter()
     imported = time.monotonic() - started
     session = _Session(adapter, Engines(device), device.on_cpu, options)
-    cells: list[LiveCell] = []
-    for cell in to_run:
+    records: list[LiveCell] = []
+    for cell in cells:
         record = session.cell(cell)
-        cells.append(record)
+        records.append(record)
         if not record.skipped:
             say(f"{record.case}-{record.variant}: {'agrees' if record.agrees else 'DISAGREES'}")
     session.engines.discard()
@@ -87,10 +121,11 @@ def run_session(options: Options, say: Callable[[str], None] = print) -> LiveRep
         device.name,
         pools=options.pools,
         hang_steps=options.hang_steps,
-        cells=tuple(cells),
+        cells=tuple(records),
         wall_seconds=time.monotonic() - started,
         engine_starts=tuple(session.engines.starts),
         import_seconds=imported,
+        invalid=tuple(invalid),
     )
 
 
