@@ -77,7 +77,8 @@ def test_one_bad_case_file_among_good_ones_is_one_line(tmp_path: Path) -> None:
     assert len(invalid) == 1 and invalid[0].startswith(f"{broken}:")
     report = tmp_path / "live.json"
     done = _live(str(broken), str(good), "-k", "none", "--matrix-report", str(report))
-    assert done.stderr.strip().startswith(f"{broken}:") and "\n" not in done.stderr.strip()
+    lines = done.stderr.splitlines()  # then vLLM's own warnings, where a device runs the cell
+    assert lines[0].startswith(f"{broken}:") and sum(str(broken) in line for line in lines) == 1
     assert done.returncode == 1  # the good cases ran (or were skipped without a device)
     assert json.loads(report.read_text())["invalid_case_files"] == invalid
     only_bad = _live(str(broken))

@@ -25,54 +25,19 @@ from matrix.adapters.blueprint import blueprint
 from matrix.adapters.engine_loop import EngineLoop, Worker
 from matrix.adapters.protocol import (
     FINISHED,
-    LOADING,
-    PREEMPTED,
-    RUNNING,
-    WAITING,
     BlockAccount,
     Geometry,
     GroupGeometry,
     RequestState,
     SchedulerState,
-    Status,
     StepOutcome,
 )
+from matrix.adapters.requests import distinct_prompt, remote_prefill, status_of
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
 
 # A margin of the admitting request: from the request and its ``allocate_slots`` arguments.
 AdmissionMargin = Callable[[Any, Mapping[str, Any]], int]
-
-
-def distinct_prompt(request_id: str, length: int) -> list[int]:
-    """Tokens no other request's prompt shares, so prefix caching shares only the prefixes
-    cases ask for."""
-    seed = sum(map(ord, request_id))
-    return [(seed * 31 + index * 17) % 1000 + 1 for index in range(length)]
-
-
-def remote_prefill(request_id: str, prompt_tokens: int) -> dict[str, Any]:
-    """NIXL's ``kv_transfer_params`` of a request whose prompt's KV a prefill instance holds:
-    the decode instance loads it asynchronously."""
-    return {
-        "do_remote_prefill": True,
-        "do_remote_decode": False,
-        "remote_engine_id": "prefill-0",
-        "remote_request_id": request_id,
-        "remote_block_ids": list(range(prompt_tokens)),
-        "remote_host": "127.0.0.1",
-        "remote_port": 1,
-    }
-
-
-def status_of(status: RequestStatus) -> Status:
-    """vLLM's status in the verdict's words (see ``protocol.Status``)."""
-    if RequestStatus.is_finished(status):
-        return FINISHED
-    name = status.name
-    if name in (LOADING, RUNNING, PREEMPTED):
-        return name  # type: ignore[no-any-return]
-    return WAITING
 
 
 class Handle:

@@ -51,8 +51,8 @@ def direct_loop(cell: Cell, pools: list[int]) -> list[bool]:
     from vllm.v1.structured_output import StructuredOutputManager
 
     from matrix.adapters.config import vllm_config_for
-    from matrix.adapters.handle import distinct_prompt, remote_prefill
     from matrix.adapters.kv_cache import kv_cache_config_for
+    from matrix.adapters.requests import distinct_prompt, remote_prefill
 
     case = cell.case.definition
     spec_tokens = case.speculative.num_tokens if case.speculative else 0
