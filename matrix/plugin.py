@@ -93,7 +93,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if Path(path).suffix not in (".md", ".json"):
             raise pytest.UsageError(f"--matrix-report {path}: use a .md or .json file name")
     config.stash[cells_key] = []
-    config.stash[ships_key] = expected_stock()
+    try:
+        config.stash[ships_key] = expected_stock()
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
     pin_worker_gpu(config.getoption("matrix_gpus"))
 

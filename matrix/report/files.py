@@ -11,9 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from matrix.case.shipped import PACKAGE
-from matrix.installed import Source, installed_source, installed_vllm_version
+from matrix.installed import (
+    Source,
+    installed_source,
+    installed_vllm_version,
+    stock_expectation,
+)
 from matrix.judge.result import CellResult
-from matrix.releases import release_label, shipped_variant
+from matrix.releases import release_label
 from matrix.report.sections import sections
 from matrix.report.tables import (
     mismatches,
@@ -53,7 +58,7 @@ def run_info() -> RunInfo:
     if version is None:
         return RunInfo(None, matrix_digest=matrix_digest())
     source = installed_source()  # up to three git calls: once per report
-    ships = shipped_variant(version, dev_build=source is not None)
+    ships = stock_expectation(version, source)
     return RunInfo(release_label(version), ships, matrix_digest(), source)
 
 
