@@ -1,5 +1,5 @@
 """Command line: ``python -m matrix COMMAND``: run, validate, crossversion, schema, bench,
-show-layout, explore, live, upstream."""
+show-layout, explore, live, upstream, finding."""
 
 from __future__ import annotations
 
@@ -157,7 +157,12 @@ def main(argv: list[str] | None = None) -> int:
 
     live_cli.add_parser(commands)
     _upstream_parser(commands)
+    from matrix.report import finding
+
+    finding.add_arguments(commands.add_parser("finding", help="a finding as a vLLM bug report"))
     options = parser.parse_args(argv)
+    if options.command == "finding":
+        return finding.main(options)
     if options.command == "live":
         return live_cli.run(options)
     if options.command == "upstream":

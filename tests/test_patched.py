@@ -12,7 +12,7 @@ import pytest
 
 from matrix.report.patched import load_one, main, patch_fidelity
 from matrix.tools.devsource import SourceError
-from matrix.tools.patched import apply, patch_path, patched_tree
+from matrix.upstream.patched import apply, patch_path, patched_tree
 from matrix.upstream.source import MARKER
 from tests.helpers import needs_vllm
 

@@ -1,4 +1,4 @@
-"""``python -m matrix.tools.patched VERSION``: vLLM VERSION's Python tree from its digest-checked
+"""``python -m matrix.upstream.patched VERSION``: vLLM VERSION's Python tree from its digest-checked
 source archive, with the findings' fix applied (``docs/findings/patches/vllm-VERSION.patch``),
 installed as the env's vLLM the way ``devsource`` installs a checkout (what ``tox -e
 patched033`` runs; docs/findings.md, "The fixes as a patch to vLLM").
@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from matrix.tools.devsource import SourceError, install
+from matrix.upstream.source import MARKER, cache_root, fetch_tree
 
 PATCHES = Path(__file__).resolve().parents[2] / "docs" / "findings" / "patches"
 
@@ -55,8 +56,6 @@ def patched_tree(version: str, patch: Path, root: Path | None = None) -> Path:
     """vLLM ``version``'s tree (``vllm/``, ``tests/``, ``pyproject.toml``) with ``patch``
     applied, made once under ``root`` (default: the upstream cache); its marker records the
     archive and the patch."""
-    from matrix.upstream.source import MARKER, cache_root, fetch_tree
-
     if not patch.is_file():
         raise SourceError(f"{patch}: no such patch")
     digest = hashlib.sha256(patch.read_bytes()).hexdigest()
@@ -83,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from matrix.upstream.source import SourceError as ArchiveError
 
-    parser = argparse.ArgumentParser(prog="python -m matrix.tools.patched", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m matrix.upstream.patched", description=__doc__)
     parser.add_argument("version", help="the release, e.g. 0.33.0")
     parser.add_argument("--patch", type=Path, help="default: docs/findings/patches/vllm-X.patch")
     parser.add_argument("--site", type=Path, default=Path(sysconfig.get_paths()["purelib"]))
