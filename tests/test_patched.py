@@ -129,3 +129,17 @@ def test_a_scheduler_carrying_the_patch_is_driven_by_the_patch_s_adapter(
     assert handle.stock_margin() == 0
     handle.drop_stock_margin()  # a variant's margin replaces the patch's count
     assert getattr(handle.scheduler, PROMOTION)("request", None, 0, 16) == 0
+
+
+def test_stock_is_held_to_the_variant_matrix_stock_as_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from matrix.installed import STOCK_AS, stock_expectation
+
+    monkeypatch.delenv(STOCK_AS, raising=False)
+    assert stock_expectation("0.33.0", None) == "fixed"
+    monkeypatch.setenv(STOCK_AS, "proposed")
+    assert stock_expectation("0.33.0", None) == "proposed"
+    monkeypatch.setenv(STOCK_AS, "tight")
+    with pytest.raises(ValueError, match=r"MATRIX_STOCK_AS=tight: not a built-in variant"):
+        stock_expectation("0.33.0", None)

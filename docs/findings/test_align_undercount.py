@@ -26,8 +26,8 @@ from .utils import (
 pytestmark = pytest.mark.cpu_test
 
 BLOCK_SIZE = 16
-# 65 prompt tokens: 5 attention blocks and 2 Mamba state blocks at promotion, plus the null
-# block. The load brings 64 tokens: 4 attention blocks and 1 Mamba block.
+# 65 prompt tokens: 5 attention blocks and 2 Mamba state blocks at promotion, plus
+# the null block. The load brings 64 tokens: 4 attention blocks and 1 Mamba block.
 NUM_TOKENS = 4 * BLOCK_SIZE + 1
 FIT = 8
 

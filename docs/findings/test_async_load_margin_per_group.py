@@ -25,9 +25,10 @@ from .utils import (
 pytestmark = pytest.mark.cpu_test
 
 BLOCK_SIZE = 16
-# Two groups (full + sliding window 128). The request's 33 prompt + 4 output tokens and one
-# ngram draft stay within 3 blocks per group: 6 blocks and the null block. get_kv_cache_configs
-# starts an engine with max_model_len 38 on these groups with 8 blocks.
+# Two groups (full + sliding window 128). The request's 33 prompt + 4 output tokens
+# and one ngram draft stay within 3 blocks per group: 6 blocks and the null block.
+# get_kv_cache_configs starts an engine with max_model_len 38 on these groups with
+# 8 blocks.
 STARTABLE = 8
 MAX_STEPS = 16
 
@@ -87,5 +88,7 @@ def test_request_finishes_in_a_pool_the_engine_starts_with(remote, num_blocks):
         f"{num_blocks - 1} blocks free"
     )
     # An async load is admitted at once, then promoted.
-    expected_first = RequestStatus.WAITING_FOR_REMOTE_KVS if remote else RequestStatus.RUNNING
+    expected_first = (
+        RequestStatus.WAITING_FOR_REMOTE_KVS if remote else RequestStatus.RUNNING
+    )
     assert statuses[0] == expected_first

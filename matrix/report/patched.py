@@ -1,8 +1,9 @@
 """``python -m matrix.report.patched PATCHED UNPATCHED``: the findings' patch against the matrix
 (the last step of ``tox -e patched033``): stock on the release's tree with the patch applied
 must give, case by case, what ``proposed`` gives on the unpatched release: the same verdict,
-failure kind, failing pools, fit and diagnosis (``fidelity.COMPARED_FIELDS``), from the two
-envs' JSON reports written by the same matrix code. Writes ``fidelity-<version>.md`` beside
+failure kind, failing pools, fit and diagnosis, every unfinished pool's kind and severity,
+the tightness and the startable pool (``PATCH_FIELDS``), from the two envs' JSON reports
+written by the same matrix code. Writes ``fidelity-<version>.md`` beside
 the patched report.
 """
 
@@ -12,10 +13,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from matrix.report.fidelity import FidelityCheck, FidelityResult, check_fidelity
+from matrix.report.fidelity import COMPARED_FIELDS, FidelityCheck, FidelityResult, check_fidelity
 from matrix.report.release_reports import DEV, ReleaseReport, ReportError, load_reports
 
 PATCHED = "patched"  # the patched report's key beside the release's
+# Beyond the cross-version checks' fields: every unfinished pool with its kind and severity
+# (below the fit too), the tightness and the startable pool.
+PATCH_FIELDS = (*COMPARED_FIELDS, "failures", "over_reservation", "startable")
 
 
 def load_one(path: Path) -> ReleaseReport:
@@ -32,7 +36,7 @@ def patch_fidelity(patched: ReleaseReport, unpatched: ReleaseReport) -> Fidelity
     if unpatched.release == DEV or patched.release != DEV:
         reason = f"{patched.path} is not a patched tree's report, or {unpatched.path} is one"
         return FidelityResult(check, "not_run", 0, reason=reason)
-    return check_fidelity(check, {unpatched.release: unpatched, PATCHED: patched})
+    return check_fidelity(check, {unpatched.release: unpatched, PATCHED: patched}, PATCH_FIELDS)
 
 
 def summary(result: FidelityResult, patched: ReleaseReport, unpatched: ReleaseReport) -> str:
@@ -40,9 +44,13 @@ def summary(result: FidelityResult, patched: ReleaseReport, unpatched: ReleaseRe
     title = f"stock on vLLM {patched.version} patched == proposed on vLLM {unpatched.version}"
     if result.status == "not_run":
         return f"not run   {title}: {result.reason}"
-    cells = unpatched.cells_of("proposed")
-    failing = sum(1 for case in cells if cells[case].observed != "pass")
-    counts = f"{result.compared} cases compared ({failing} where proposed does not pass)"
+    cells = unpatched.cells_of("proposed").values()
+    failing = sum(1 for cell in cells if cell.observed != "pass")
+    pools = sum(len(cell.failures) for cell in cells)
+    counts = (
+        f"{result.compared} cases compared ({failing} where proposed does not pass; "
+        f"{pools} unfinished pools, each with its kind and severity)"
+    )
     if result.changed:
         counts += f", {len(result.changed)} changed cases not compared"
     return f"{'equal' if result.status == 'equal' else 'DIFFERS':<9} {title}: {counts}"
