@@ -106,8 +106,13 @@ def environment(reports: Sequence[ReleaseReport]) -> str:
     )
 
 
+def _words(text: str) -> str:
+    """The doc's words for a report: who measured a figure is this project's bookkeeping."""
+    return text.replace(" *(lead's)*", "")
+
+
 def _section(title: str, text: str) -> list[str]:
-    return [f"#### {title}", "", text, ""] if text else []
+    return [f"#### {title}", "", _words(text), ""] if text else []
 
 
 def issue_body(
@@ -134,7 +139,7 @@ def issue_body(
         "",
         "### 🐛 Describe the bug",
         "",
-        finding.paragraph("What happens"),
+        _words(finding.paragraph("What happens")),
         "",
     ]
     parts += _section("Reach in a deployment", finding.paragraph("Reach in a deployment"))
