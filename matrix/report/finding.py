@@ -66,9 +66,12 @@ def releases_table(reports: Sequence[ReleaseReport], case: str) -> str:
         stock = cells.get("stock")
         known = stock or next(iter(cells.values()))
         startable = "-" if known.startable is None else str(known.startable)
+        # A tree of matrix.upstream.patched's (vllm-X-patched-<digest>): the patch, named.
+        patched = "-patched-" in report.source
+        label = f"vLLM {report.version} with the patch" if patched else report.label
         rows.append(
             [
-                report.label,
+                label,
                 _outcome(stock),
                 _outcome(cells.get("proposed")),
                 str(known.fit),
