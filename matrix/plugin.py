@@ -19,7 +19,13 @@ from matrix.case.shipped import shipped_cases
 from matrix.gpus import pin_worker_gpu
 from matrix.installed import expected_stock
 from matrix.judge.result import CellResult, result_of, skipped_result, wholly_skipped
-from matrix.report.files import run_info, terminal_lines, write_report
+from matrix.report.files import (
+    REPORT_SUFFIX_HINT,
+    REPORT_SUFFIXES,
+    run_info,
+    terminal_lines,
+    write_report,
+)
 from matrix.report.tables import sort_cells
 from matrix.run.user_variants import VariantLoadError, run_variants
 from matrix.run.variants import Variant
@@ -45,7 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="write the results as Markdown (.md) or JSON (.json); repeatable",
+        help="write the results as Markdown (.md), JSON (.json) or a self-contained HTML page "
+        "(.html); pictures go in a folder beside the .md; repeatable",
     )
     group.addoption(
         "--matrix-gpus",
@@ -90,8 +97,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("matrix_cases"):
         _add_shipped_cases(config)
     for path in config.getoption("matrix_report"):
-        if Path(path).suffix not in (".md", ".json"):
-            raise pytest.UsageError(f"--matrix-report {path}: use a .md or .json file name")
+        if Path(path).suffix not in REPORT_SUFFIXES:
+            raise pytest.UsageError(f"--matrix-report {path}: {REPORT_SUFFIX_HINT}")
     config.stash[cells_key] = []
     config.stash[ships_key] = expected_stock()
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
@@ -214,8 +221,9 @@ class CellItem(pytest.Item):
 
     def runtest(self) -> None:
         """Runs the cell on the installed release; fails when it differs from the case."""
-        from matrix.judge.verdict import judge_run
+        from matrix.judge.verdict import drawn_pools, judge_run
         from matrix.run.cell import run_cell
+        from matrix.run.steps import record_steps
 
         missing = skip_reason(self.config, self.cell)
         if missing:
@@ -225,8 +233,11 @@ class CellItem(pytest.Item):
             # Reported at the case's line (-rs), as pytest reports a skip marker.
             raise pytest.skip.Exception(missing, _use_item_location=True)
         variant = self.config.stash[variants_key][self.cell.variant]
-        verdict = judge_run(run_cell(self.config.stash[adapter_key], self.cell, variant))
-        result = result_of(self.cell, verdict)
+        adapter = self.config.stash[adapter_key]
+        verdict = judge_run(run_cell(adapter, self.cell, variant))
+        # A failing cell's picture: its first failing pool and its fit, run again block by block.
+        steps = record_steps(adapter, self.cell, variant, drawn_pools(verdict))
+        result = result_of(self.cell, verdict, steps)
         self.user_properties.append((CELL_PROPERTY, result.to_dict()))
         if not result.as_expected:
             raise CellMismatch(

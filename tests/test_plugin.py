@@ -157,7 +157,7 @@ def test_shipped_cases_reproduce_the_upstream_table(adapter: Any) -> None:
 def test_report_name_is_checked_before_running(project: pytest.Pytester) -> None:
     result = project.runpytest_inprocess("--matrix-report=out.txt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--matrix-report out.txt: use a .md or .json file name"])
+    result.stderr.fnmatch_lines(["*--matrix-report out.txt: use a .md, .json or .html file name"])
 
 
 def test_a_case_file_named_on_the_command_line(inline: pytest.Pytester) -> None:
