@@ -33,6 +33,7 @@ def _run(pytest_args: list[str]) -> int:
         "-q",
         f"--matrix-report={stem}.json",
         f"--matrix-report={stem}.md",
+        f"--matrix-report={stem}.html",
         *default_workers(pytest_args),
         *pytest_args,
     ]

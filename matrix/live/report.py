@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from matrix.live.outcome import PoolAgreement, outcome_ranges
-from matrix.report.tables import Table, render_markdown, render_text
+from matrix.report.fitting import fit_table, terminal_width
+from matrix.report.tables import Table, render_markdown
 
 
 @dataclass(frozen=True)
@@ -140,10 +141,13 @@ def disagreement_lines(report: LiveReport) -> list[str]:
 def terminal_text(report: LiveReport) -> str:
     """Everything the session prints."""
     parts = []
+    width = terminal_width()
     if report.ran():
-        parts.append("Live engine vs harness\n" + render_text(agreement_table(report)))
+        parts.append(
+            "\n".join(["Live engine vs harness", *fit_table(agreement_table(report), width)])
+        )
     if any(cell.skipped for cell in report.cells):
-        parts.append("Skipped\n" + render_text(skipped_table(report)))
+        parts.append("\n".join(["Skipped", *fit_table(skipped_table(report), width)]))
     disagreements = disagreement_lines(report)
     if disagreements:
         parts.append("Disagreements\n" + "\n".join(disagreements))

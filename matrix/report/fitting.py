@@ -11,7 +11,7 @@ import shutil
 import textwrap
 from collections.abc import Sequence
 
-from matrix.report.tables import Table
+from matrix.report.tables import Table, render_text
 
 NO_TERMINAL_WIDTH = 120
 GAP = "  "  # between columns, as render_text has it
@@ -91,7 +91,7 @@ def fit_table(table: Table, width: int) -> list[str]:
     columns = [[row[i] for row in [header, *rows]] for i in range(len(header))]
     natural = [max(len(c) for c in column) for column in columns]
     if sum(natural) + len(GAP) * (len(natural) - 1) <= width:
-        return _render(header, rows, natural)
+        return render_text(table).splitlines()
     first_least = min(natural[0], max(_breakable_width(columns[0]), width // FIRST_COLUMN_SHARE))
     bands: list[list[int]] = [[]]
     used = first_least

@@ -120,8 +120,9 @@ def _svg(drawing: Any, cells: list[CellResult], release: str) -> str:
     from matplotlib.figure import Figure
 
     # A fixed salt for the SVG's ids, text as text (not glyph paths): the same file each time.
-    style = {"svg.hashsalt": "vllm-kv-matrix", "svg.fonttype": "none", "font.size": 8.0}
-    with matplotlib.rc_context(style):
+    with matplotlib.rc_context(
+        {"svg.hashsalt": "vllm-kv-matrix", "svg.fonttype": "none", "font.size": 8.0}
+    ):
         figure = Figure()  # laid out by hand: a layout engine costs a second a picture
         drawing(figure, cells, release)
         out = io.StringIO()
