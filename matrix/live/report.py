@@ -12,6 +12,7 @@ from typing import Any
 from matrix.live.outcome import PoolAgreement, outcome_ranges
 from matrix.report.fitting import fit_table, terminal_width
 from matrix.report.tables import Table, render_markdown
+from matrix.wording import plural
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def summary_lines(report: LiveReport) -> list[str]:
     starts = ", ".join(f"{s:.1f}" for s in report.engine_starts) or "none"
     return [
         f"live engine: vLLM {report.vllm_version} on {report.device}; pools: {report.pools}; "
-        f"a hang is {report.hang_steps} steps without progress",
+        f"a hang is {plural(report.hang_steps, 'step')} without progress",
         f"cells: {len(ran)} ran, {len(report.cells) - len(ran)} skipped; "
         f"{len(ran) - len(failed)} agree with the harness, {len(failed)} do not",
         f"pools run live: {sum(len(cell.pools) for cell in ran)}; wall time "

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matrix.judge.result import CellResult
-from matrix.report.headline import counts_line, findings, plural, reading_guide
+from matrix.report.headline import counts_line, findings, reading_guide
 from matrix.report.info import RunInfo
-from matrix.report.pictures import INSTALL_HINT, Picture, available
+from matrix.report.pictures import INSTALL_HINT, Picture
 from matrix.report.sections import sections
 from matrix.report.tables import Table, mismatches
+from matrix.wording import plural
 
 
 @dataclass(frozen=True)
@@ -60,14 +61,14 @@ class Document:
 def document(
     cells: Sequence[CellResult], info: RunInfo, pictures: Sequence[Picture] | None
 ) -> Document:
-    """The report of ``cells`` with the ``pictures`` drawn for it (None: none drawn, and if
-    matplotlib is missing the report says that pictures are off)."""
+    """The report of ``cells`` with the ``pictures`` drawn for it; None: pictures are off
+    (matplotlib is missing), and the report says so."""
     opening = [f"vLLM from the {info.source.describe()}."] if info.source else []
     stock = (
         f"Stock on this release is expected to behave like `{info.ships}`. " if info.ships else ""
     )
     opening.append(stock + counts_line(cells))
-    if pictures is None and not available():
+    if pictures is None:
         opening.append(f"Pictures are off: matplotlib is not installed (`{INSTALL_HINT}`).")
     all_sections = sections(cells)
     parts: list[Part] = []

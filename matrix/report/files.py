@@ -65,10 +65,8 @@ def json_report(cells: Sequence[CellResult], info: RunInfo) -> dict[str, Any]:
 
 
 def write_pictures(folder: Path, cells: Sequence[CellResult], info: RunInfo) -> list[Picture]:
-    """Draws every picture into ``folder`` (SVG files it had that this report does not draw
-    are removed, so the folder is this report's alone); [] when matplotlib is missing."""
-    if not available():
-        return []
+    """Draws every picture into ``folder`` (needs matplotlib); SVG files it had that this
+    report does not draw are removed, so the folder is this report's alone."""
     pictures = planned(cells)
     release = info.vllm_version or "unknown"
     written = set()
@@ -85,17 +83,19 @@ def write_pictures(folder: Path, cells: Sequence[CellResult], info: RunInfo) -> 
 
 def write_report(path: Path, cells: Sequence[CellResult], info: RunInfo) -> None:
     """Writes the Markdown (``.md``, its pictures in the folder of its name beside it), HTML
-    (``.html``, self-contained) or JSON (``.json``) report to ``path``."""
+    (``.html``, self-contained) or JSON (``.json``) report to ``path``. Without matplotlib
+    the Markdown and the page say that pictures are off."""
     if path.suffix not in REPORT_SUFFIXES:
         raise ValueError(f"--matrix-report {path}: {REPORT_SUFFIX_HINT}")
     path.parent.mkdir(parents=True, exist_ok=True)
     release = info.vllm_version or "unknown"
+    drawing = available()
     if path.suffix == ".json":
         text = json.dumps(json_report(cells, info), indent=2) + "\n"
     elif path.suffix == ".md":
-        pictures = write_pictures(path.with_suffix(""), cells, info) if available() else None
+        pictures = write_pictures(path.with_suffix(""), cells, info) if drawing else None
         text = markdown_report(cells, info, path.stem, pictures)
     else:
-        drawn = planned(cells) if available() else None
+        drawn = planned(cells) if drawing else None
         text = html_page(cells, info, drawn, lambda p: draw(p, cells, release))
     path.write_text(text, encoding="utf-8")

@@ -109,7 +109,8 @@ def fit_table(table: Table, width: int) -> list[str]:
         widths = _widths(band_columns, width, first_least)
         if len(bands) > 1:
             lines += [""] if number else []
-            lines.append(f"(columns {header[band[0]]} to {header[band[-1]]})")
+            span = header[band[0]] + (f" to {header[band[-1]]}" if len(band) > 1 else "")
+            lines += fit_prose(f"(columns {span})", width)
         lines += _render(
             [header[i] for i in picked], [[row[i] for i in picked] for row in rows], widths
         )

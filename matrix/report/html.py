@@ -91,11 +91,12 @@ def _part(part: Part, draw: Draw) -> str:
 def html_page(
     cells: Sequence[CellResult],
     info: RunInfo,
-    pictures: Sequence[Picture] | None = None,
+    pictures: Sequence[Picture] | None = (),
     draw: Draw | None = None,
 ) -> str:
-    """The report as one self-contained HTML page; ``draw`` gives each picture's SVG."""
-    doc = document(cells, info, pictures if draw else None)
+    """The report as one self-contained HTML page; ``draw`` gives each picture's SVG (None
+    ``pictures``: pictures are off, matplotlib is missing)."""
+    doc = document(cells, info, pictures if draw or pictures is None else ())
     drawing: Draw = draw or (lambda picture: "")
     title = html.escape(doc.title)
     parts = "\n".join(_part(part, drawing) for part in doc.parts)

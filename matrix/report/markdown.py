@@ -47,10 +47,10 @@ def markdown_report(
     cells: Sequence[CellResult],
     info: RunInfo,
     folder: str = "",
-    pictures: Sequence[Picture] | None = None,
+    pictures: Sequence[Picture] | None = (),
 ) -> str:
     """The results as a Markdown document; ``pictures`` drawn into ``folder`` (relative to
-    the report), None when pictures are off."""
+    the report), None when pictures are off (matplotlib is missing)."""
     doc = document(cells, info, pictures)
     head = [f"# {doc.title}", ""]
     for line in doc.opening:

@@ -13,6 +13,7 @@ from matrix.judge.severity import SEVERITY_ORDER
 from matrix.judge.verdict import pool_ranges
 from matrix.outcomes import Severity
 from matrix.report.tables import BRIEF, Table, variants_of
+from matrix.wording import plural
 
 
 def _pools(cells: Sequence[CellResult], severity: Severity) -> str:
@@ -21,7 +22,7 @@ def _pools(cells: Sequence[CellResult], severity: Severity) -> str:
 
 
 def _count(cells: Sequence[CellResult]) -> str:
-    return "1 cell" if len(cells) == 1 else f"{len(cells)} cells"
+    return plural(len(cells), "cell")
 
 
 def _least_over(cell: CellResult) -> int:

@@ -69,7 +69,8 @@ class Picture:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._=,+-]+", "_", text).strip("_")
+    """A file name from a cell id or a model name: ``case[k=1]-fixed`` -> ``case_k=1-fixed``."""
+    return re.sub(r"[^A-Za-z0-9._=,+-]+", "_", text.replace("]", "")).strip("_")
 
 
 def planned(cells: Sequence[CellResult]) -> list[Picture]:

@@ -33,6 +33,7 @@ from matrix.case.events import (
 )
 from matrix.case.format import CaseFile
 from matrix.run.records import StepRecord, StopReason
+from matrix.wording import plural
 
 # A state unchanged over this many steps with nothing scheduled will never change again.
 STUCK_AFTER = 2
@@ -55,7 +56,8 @@ class CellTimeout(Exception):
             for r in state.requests
         )
         super().__init__(
-            f"at step {step}: {requests}; {state.free_blocks} blocks free, {reserved} reserved"
+            f"at step {step}: {requests}; {plural(state.free_blocks, 'block')} free, "
+            f"{reserved} reserved"
         )
 
 
