@@ -18,8 +18,10 @@ SMALL = TWO_GROUP_CASE
 
 
 @pytest.fixture
-def project(inline: pytest.Pytester) -> pytest.Pytester:
-    """A project with one small case, run in this process (see the ``inline`` fixture)."""
+def project(inline: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A project with one small case, run in this process (see the ``inline`` fixture), its
+    tables as wide as without a terminal (xdist's workers say 80 columns)."""
+    monkeypatch.setenv("COLUMNS", "120")
     inline.makefile(".ini", pytest=INI)
     (inline.path / "cases").mkdir()
     (inline.path / "cases" / "small.yaml").write_text(SMALL)

@@ -77,7 +77,8 @@ def sections(cells: Sequence[CellResult]) -> list[Section]:
             brief=case_table(cells, brief=True),
             notes=(
                 "A cell's worst severity (else its failure kind); pass*: passed, refusing within "
-                "the case's fit_slack; FAIL, pass!: against the case's expectation (row marked !).",
+                "the case's fit_slack; (expected ...): against the case's expectation (row "
+                "marked !).",
             ),
         )
     )

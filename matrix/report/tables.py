@@ -66,15 +66,18 @@ BRIEF: dict[Severity, str] = {
 
 def brief_cell_text(cell: CellResult) -> str:
     """A cell in a word (the terminal's case table): ``pass``, ``pass*`` (a tolerated
-    over-reservation), its worst severity in brief (else its kind), ``skip``; ``FAIL`` before
-    a failure, and ``!`` after a pass, that differ from the case's expectation."""
+    over-reservation), its worst severity in brief (else its kind), ``skip``; ``FAIL`` and
+    the expectation mark a cell that differs from its case, as in :func:`cell_text`."""
     if cell.observed == "skip":
         return "skip"
     if cell.observed == "pass":
         text = "pass*" if cell.severity else "pass"
-        return text if cell.as_expected else f"{text}!"
-    text = BRIEF.get(cell.severity, cell.kind) if cell.severity else cell.kind
-    return text if cell.as_expected else f"FAIL {text}"
+    else:
+        text = BRIEF.get(cell.severity, cell.kind) if cell.severity else cell.kind
+    if not cell.as_expected:
+        wanted = cell.expected_kind or cell.expected
+        text = f"{'FAIL ' if cell.observed == 'fail' else ''}{text} (expected {wanted})"
+    return text
 
 
 Table = tuple[list[str], list[list[str]]]
