@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.report import pictures
+from matrix.report import gallery
 from matrix.report.files import write_report
 from tests.test_pictures import CELLS, INFO, failing_cell, passing_cell
 
@@ -64,8 +64,8 @@ def test_the_page_holds_everything_itself(tmp_path: Path) -> None:
     assert "<details><summary>Cases x variants</summary>" in text
     assert "<script" not in text and "<link" not in text
     assert not re.search(r'src="(?!data:)', text)  # every picture embedded
-    if pictures.available():
-        assert text.count("data:image/svg+xml;base64,") == len(pictures.planned(MODEL_CELLS))
+    if gallery.available():
+        assert text.count("data:image/svg+xml;base64,") == len(gallery.planned(MODEL_CELLS))
 
 
 def browse(*arguments: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -92,8 +92,8 @@ def test_the_page_loads_in_a_browser(tmp_path: Path) -> None:
     check = json.loads(html.unescape(found.group(1)))
     assert check["broken"] == []
     assert check["tables"] >= 6
-    if pictures.available():
-        assert check["images"] == len(pictures.planned(MODEL_CELLS)) > 0
+    if gallery.available():
+        assert check["images"] == len(gallery.planned(MODEL_CELLS)) > 0
     errors = [line for line in run.stderr.splitlines() if ":CONSOLE" in line]
     assert errors == []
     screenshot = tmp_path / "vllm-0.33.0.png"

@@ -16,14 +16,14 @@ from matrix.judge.result import CellResult
 from matrix.judge.runs import RunOutcome
 from matrix.judge.severity import PoolFailure
 from matrix.judge.verdict import Verdict, drawn_pools
-from matrix.report import pictures
+from matrix.report import drawing, gallery, pictures
 from matrix.report.files import RunInfo, write_report
 from matrix.run.records import PoolSteps, RunTrace, StepMark, StepRecord
 from matrix.run.steps import step_marks
 from tests.helpers import TWO_GROUP_CASE, needs_vllm
 
 needs_matplotlib = pytest.mark.skipif(
-    not pictures.available(), reason="matplotlib is not installed (the [pictures] extra)"
+    not gallery.available(), reason="matplotlib is not installed (the [pictures] extra)"
 )
 INFO = RunInfo("0.33.0", ships="fixed")
 
@@ -189,7 +189,7 @@ def test_a_failing_cell_records_its_picture(adapter: Any, write_case: Any) -> No
 
 @needs_matplotlib
 def test_pictures_have_stable_names_and_the_same_bytes_each_time() -> None:
-    planned = pictures.planned(CELLS)
+    planned = gallery.planned(CELLS)
     names = [p.name for p in planned]
     assert names == [
         "severity.svg",
@@ -200,7 +200,6 @@ def test_pictures_have_stable_names_and_the_same_bytes_each_time() -> None:
         svg = pictures.draw(picture, CELLS, "0.33.0")
         assert svg.startswith("<?xml") and "</svg>" in svg
         assert "<dc:date>" not in svg
-        pictures._cell_svg.cache_clear()  # drawn anew, not from the cache
         assert pictures.draw(picture, CELLS, "0.33.0") == svg
     cell_svg = pictures.draw(planned[-1], CELLS, "0.33.0")
     for text in ("pool 9 (first failing pool)", "pool 12 (the fit)", "load admitted", "request a"):
@@ -218,7 +217,7 @@ def test_a_report_rewritten_from_its_json_is_the_same(tmp_path: Path) -> None:
         write_report(first / f"vllm-0.33.0{suffix}", cells, INFO)
     data = json.loads((first / "vllm-0.33.0.json").read_text())
     again = [CellResult.from_dict(c) for c in data["cells"]]
-    pictures._cell_svg.cache_clear()
+    drawing._drawn.clear()  # drawn anew, not kept from the first report
     for suffix in (".md", ".html"):
         write_report(second / f"vllm-0.33.0{suffix}", again, INFO)
     written = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
@@ -252,3 +251,15 @@ def test_without_matplotlib_the_reports_say_pictures_are_off(
         assert "vllm-kv-matrix[pictures]" in text
         assert ".svg" not in text
     assert not (tmp_path / "r").exists()
+
+
+@needs_matplotlib
+def test_pictures_drawn_in_other_processes_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    planned = gallery.planned(CELLS)
+    drawing._drawn.clear()
+    here = drawing.draw_all(planned, CELLS, "0.33.0")
+    drawing._drawn.clear()
+    monkeypatch.setattr(drawing, "PER_PROCESS", 1)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert drawing.draw_all(planned, CELLS, "0.33.0") == here
+    drawing._drawn.clear()

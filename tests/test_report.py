@@ -9,7 +9,7 @@ import pytest
 
 from matrix.judge.result import CellResult
 from matrix.report.files import RunInfo, markdown_report, write_report
-from matrix.report.pictures import available, planned
+from matrix.report.gallery import available, planned
 from matrix.report.tables import case_table, summary_table
 
 INFO = RunInfo("0.33.0", ships="fixed")

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matrix.judge.result import CellResult
+from matrix.report.gallery import INSTALL_HINT, Picture
 from matrix.report.headline import counts_line, findings, reading_guide
 from matrix.report.info import RunInfo
-from matrix.report.pictures import INSTALL_HINT, Picture
 from matrix.report.sections import sections
 from matrix.report.tables import Table, mismatches
 from matrix.wording import plural

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from matrix.judge.result import CellResult
+from matrix.report.drawing import draw_all
 from matrix.report.fitting import fit_prose, fit_table, terminal_width
+from matrix.report.gallery import Picture, available, planned
 from matrix.report.headline import counts_line, findings
 from matrix.report.html import html_page
 from matrix.report.info import RunInfo, matrix_digest, run_info
 from matrix.report.markdown import markdown_report
-from matrix.report.pictures import Picture, available, draw, planned
 from matrix.report.sections import sections
 from matrix.report.tables import sort_cells, tightness_table
 
@@ -68,12 +69,12 @@ def write_pictures(folder: Path, cells: Sequence[CellResult], info: RunInfo) -> 
     """Draws every picture into ``folder`` (needs matplotlib); SVG files it had that this
     report does not draw are removed, so the folder is this report's alone."""
     pictures = planned(cells)
-    release = info.vllm_version or "unknown"
+    drawn = draw_all(pictures, cells, info.vllm_version or "unknown")
     written = set()
     for picture in pictures:
         path = folder / picture.name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(draw(picture, cells, release), encoding="utf-8")
+        path.write_text(drawn[picture.name], encoding="utf-8")
         written.add(path)
     for stale in folder.rglob("*.svg"):
         if stale not in written:
@@ -97,5 +98,6 @@ def write_report(path: Path, cells: Sequence[CellResult], info: RunInfo) -> None
         text = markdown_report(cells, info, path.stem, pictures)
     else:
         drawn = planned(cells) if drawing else None
-        text = html_page(cells, info, drawn, lambda p: draw(p, cells, release))
+        svgs = draw_all(drawn, cells, release) if drawn else {}
+        text = html_page(cells, info, drawn, lambda picture: svgs[picture.name])
     path.write_text(text, encoding="utf-8")

@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 
 from matrix.judge.result import CellResult
 from matrix.report.document import Bullets, CellPictures, Image, Item, Part, document
+from matrix.report.gallery import Picture
 from matrix.report.info import RunInfo
-from matrix.report.pictures import Picture
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 78em;

@@ -16,8 +16,8 @@ from matrix.report.document import (
     cell_pictures_line,
     document,
 )
+from matrix.report.gallery import Picture
 from matrix.report.info import RunInfo
-from matrix.report.pictures import Picture
 from matrix.report.tables import render_markdown
 
 COMMENT_LIMIT = 65_536  # characters in a GitHub comment

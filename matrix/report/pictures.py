@@ -1,12 +1,5 @@
-"""The report's pictures, as SVG drawn by matplotlib (an optional extra: ``pip install
-vllm-kv-matrix[pictures]``; without it the reports say that pictures are off):
-
-- ``severity.svg``: a heat map of cases x variants, coloured by each cell's worst severity;
-- ``pools-<model>.svg``: a pool strip per model, the outcome at each pool swept, per case and
-  variant, the fit and ``startable`` marked;
-- ``cells/<case>-<variant>.svg``: a failing cell at its first failing pool and at its fit, step
-  by step: each KV cache group's blocks stacked per request, the free blocks, the pool line,
-  and the events (a load admitted or completed, a preemption, where progress stops).
+"""The report's pictures drawn as SVG by matplotlib (the only module importing it: an optional
+extra; ``matrix.report.gallery`` says which pictures a report has and what each shows).
 
 Everything drawn comes from the cells' records (``CellResult``, steps included), so a report
 merged from shards draws the same pictures. Drawing is deterministic: a fixed ``svg.hashsalt``
@@ -15,36 +8,16 @@ and no date, so writing the same results twice gives the same files.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from matrix.judge.result import CellResult
+from matrix.report.gallery import SHADES, Picture, cells_of, shade
 from matrix.report.tables import sort_cells, variants_of
 from matrix.run.records import PoolSteps
 
-INSTALL_HINT = "pip install vllm-kv-matrix[pictures]"
-# A cell's colour: its worst severity, else how it ended (worst first, as the legends list).
-SHADES: dict[str, str] = {
-    "deadlock": "#67001f",
-    "leak": "#40004b",
-    "error": "#762a83",
-    "timeout": "#9970ab",
-    "sizer": "#b2182b",
-    "unpromotable": "#f46d43",
-    "over_reservation": "#fdae61",
-    "expectation": "#fee08b",
-    "fail": "#d6604d",  # failed with no severity of its own
-    "undersized": "#d9d9d9",  # a pool no engine serving the requests has
-    "pass, tolerated": "#d9ef8b",  # passed, refusing within the case's fit_slack
-    "pass": "#a6d96a",
-    "finished": "#a6d96a",
-    "skip": "#f0f0f0",
-}
 _NULL, _LATER = "#404040", "#9e9ac8"
 _HATCHES = ("", "///", "...", "xxx", "\\\\\\", "ooo", "---", "+++", "|||", "***")
 _GEOMETRY = re.compile(r'\b(d|x|y|width|height|transform)="[^"]*"')
@@ -52,68 +25,19 @@ _DECIMALS = re.compile(r"(\d\.\d\d)\d+")
 _SMALL, _STARTABLE = 5.5, "#2166ac"  # a label's font size (points); startable's marker
 
 
-def available() -> bool:
-    """Whether matplotlib is installed, so that pictures are drawn."""
-    return importlib.util.find_spec("matplotlib") is not None
-
-
-@dataclass(frozen=True)
-class Picture:
-    """One picture: its file name in the report's pictures folder, what it shows, and the
-    model or cell it is of (none for the heat map)."""
-
-    name: str
-    title: str
-    model: str = ""
-    cell: CellResult | None = None
-
-
-def _slug(text: str) -> str:
-    """A file name from a cell id or a model name: ``case[k=1]-fixed`` -> ``case_k=1-fixed``."""
-    return re.sub(r"[^A-Za-z0-9._=,+-]+", "_", text.replace("]", "")).strip("_")
-
-
-def planned(cells: Sequence[CellResult]) -> list[Picture]:
-    """Every picture the cells give, named from the cell ids and model names (stable; a name
-    two ids would share takes the next free suffix, in the cells' order)."""
-    found = [Picture("severity.svg", "Cases x variants, by severity")] if cells else []
-    for model in sorted({c.model for c in cells if c.model}):
-        found.append(Picture(f"pools-{_slug(model)}.svg", f"{model}: each pool", model=model))
-    taken: set[str] = set()
-    for cell in sort_cells(cells):
-        if not cell.steps:
-            continue
-        slug = base = _slug(f"{cell.case}-{cell.variant}")
-        suffix = 1
-        while slug in taken:
-            suffix += 1
-            slug = f"{base}_{suffix}"
-        taken.add(slug)
-        found.append(Picture(f"cells/{slug}.svg", f"{cell.case}-{cell.variant}", cell=cell))
-    return found
-
-
-def shade(cell: CellResult) -> str:
-    """A cell's colour name in the heat map (a key of :data:`SHADES`)."""
-    if cell.observed == "skip":
-        return "skip"
-    if cell.observed == "pass":
-        return "pass, tolerated" if cell.severity else "pass"
-    return cell.severity or "fail"
+Job = tuple[Picture, list[CellResult], str]  # a picture, the cells it is of, the release
 
 
 def draw(picture: Picture, cells: Sequence[CellResult], release: str) -> str:
-    """The picture as SVG text (needs matplotlib)."""
-    if picture.cell is not None:
-        return _cell_svg(picture.cell, release)
-    if picture.model:
-        return _svg(_pool_strips, [c for c in cells if c.model == picture.model], release)
-    return _svg(_heat_map, list(cells), release)
+    """The picture as SVG text."""
+    return draw_job((picture, cells_of(picture, cells), release))
 
 
-@lru_cache(maxsize=4096)  # the .md's folder and the .html page draw the same cells
-def _cell_svg(cell: CellResult, release: str) -> str:
-    return _svg(_cell_steps, [cell], release)
+def draw_job(job: Job) -> str:
+    """A picture's SVG from the cells it is of (see :func:`matrix.report.gallery.cells_of`)."""
+    picture, cells, release = job
+    drawing = _cell_steps if picture.cell else _pool_strips if picture.model else _heat_map
+    return _svg(drawing, cells, release)
 
 
 def _svg(drawing: Any, cells: list[CellResult], release: str) -> str:
@@ -314,11 +238,13 @@ def _stops(run: PoolSteps) -> int | None:
 def _events(axes: Any, run: PoolSteps) -> None:
     """The strip of events: one row per request, a marker per event."""
     rows = {request: index for index, request in enumerate(run.requests)}
+    at: dict[tuple[str, int], list[int]] = {}  # one line of markers per event and request
     for mark in run.marks:
         if mark.what in _EVENTS:
-            marker, _ = _EVENTS[mark.what]
-            row = rows.get(mark.request, 0)
-            axes.plot(mark.step, row, marker=marker, color=f"C{row}", ms=5, lw=0)
+            at.setdefault((mark.what, rows.get(mark.request, 0)), []).append(mark.step)
+    for (what, row), steps in at.items():
+        axes.plot(steps, [row] * len(steps), marker=_EVENTS[what][0], color=f"C{row}", ms=5, lw=0)
+    axes.tick_params(axis="x", bottom=False, labelbottom=False)
     stops = _stops(run)
     if stops is not None:
         axes.axvspan(stops - 0.5, len(run.free) + 0.5, color=SHADES["sizer"], alpha=0.12)
