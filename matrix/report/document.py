@@ -109,5 +109,5 @@ def cell_pictures_line(pictures: Sequence[Picture], folder: str) -> str:
     return (
         f"{plural(len(pictures), 'picture')} of failing cells, one per cell at its first "
         f"failing pool and at its fit, are in `{folder}/cells/`, named `<case>-<variant>.svg`; "
-        "the HTML page beside this report shows them all."
+        "an `.html` report (`python -m matrix run` writes one beside this) shows them all."
     )
