@@ -13,14 +13,14 @@ from typing import Any
 
 from matrix.judge.result import CellResult
 from matrix.report.drawing import draw_all
-from matrix.report.fitting import fit_prose, fit_table, terminal_width
+from matrix.report.fitting import fit_prose, fit_table, fits, terminal_width
 from matrix.report.gallery import Picture, available, planned
 from matrix.report.headline import counts_line, findings
 from matrix.report.html import html_page
 from matrix.report.info import RunInfo, matrix_digest, run_info
 from matrix.report.markdown import markdown_report
 from matrix.report.sections import sections
-from matrix.report.tables import sort_cells, tightness_table
+from matrix.report.tables import render_text, sort_cells, tightness_table
 
 __all__ = ["RunInfo", "markdown_report", "matrix_digest", "run_info"]
 
@@ -32,12 +32,17 @@ def terminal_lines(
     cells: Sequence[CellResult], info: RunInfo, width: int | None = None
 ) -> list[str]:
     """The results as the terminal summary shows them, no line wider than ``width`` (the
-    terminal's, 120 without one): every section's brief table and its notes, then the
+    terminal's, 120 without one): every section's table (its brief form, with notes on what
+    that leaves out, where the section asks for it or the full table is too wide), then the
     findings."""
     width = width or terminal_width()
     lines = fit_prose(f"vLLM from the {info.source.describe()}", width) if info.source else []
     for section in sections(cells):
-        lines += ["", section.title, *fit_table(section.shown, width)]
+        full = render_text(section.table).splitlines()
+        if section.brief is None or (not section.always_brief and fits(full, width)):
+            lines += ["", section.title, *fit_table(section.table, width)]
+            continue
+        lines += ["", section.title, *fit_table(section.brief, width)]
         for note in section.notes:
             lines += fit_prose(note, width, indent="  ")
     lines += ["", *fit_prose(counts_line(cells), width)]

@@ -85,6 +85,11 @@ def _widths(columns: list[list[str]], width: int, first_least: int) -> list[int]
     return widths
 
 
+def fits(lines: list[str], width: int) -> bool:
+    """Whether no line is wider than ``width``."""
+    return all(len(line) <= width for line in lines)
+
+
 def fit_table(table: Table, width: int) -> list[str]:
     """The table as text lines of at most ``width`` characters (see the module docstring)."""
     header, rows = table

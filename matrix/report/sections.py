@@ -28,13 +28,15 @@ class Section:
     title: str
     guide: str
     table: Table
-    brief: Table | None = None  # a word or two a cell: the terminal's and the headline's
+    brief: Table | None = None  # a word or two a cell: the headline's, and the terminal's
     notes: tuple[str, ...] = ()  # what the brief form leaves out, a line each
     headline: bool = False  # shown in the Markdown's headline, not collapsed
+    # The terminal shows the brief form always, or only where the full table is too wide.
+    always_brief: bool = False
 
     @property
     def shown(self) -> Table:
-        """The table where space is short (the terminal, the headline): the brief form."""
+        """The table where space is short (the headline): the brief form, if any."""
         return self.brief or self.table
 
 
@@ -66,6 +68,7 @@ def sections(cells: Sequence[CellResult]) -> list[Section]:
                 brief=models_table(cells, brief=True),
                 notes=tuple(model_details(cells)),
                 headline=True,
+                always_brief=True,
             )
         )
     found.append(
