@@ -30,6 +30,8 @@ def prepare_vllm() -> None:
     for variable, value in OFFLINE.items():
         os.environ.setdefault(variable, value)
     os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root()))
+    # torch warns at import that Triton is absent: true, and nothing the scheduler needs.
+    logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
     inspect_models_in_process()
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import init_none_hash
