@@ -48,7 +48,9 @@ def run_command(pytest_args: Sequence[str]) -> int:
         return int(pytest.ExitCode.USAGE_ERROR)
     dev = installed_source() is not None
     outputs = _outputs(plan, version, dev)
-    common = [str(shipped_cases()), "-q", *_durations(plan)]
+    # vLLM's import brings pytest plugins (anyio's) before pytest starts: nothing to rewrite.
+    quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    common = [str(shipped_cases()), "-q", *quiet, *_durations(plan)]
     if plan.xdist:  # xdist's workers import vLLM each, after their GPU is pinned
         return int(pytest.main([*common, *_shard_args(plan, outputs), *plan.pytest_args]))
     # Outside every cell: no cell's time carries it, and with workers it is paid once.
