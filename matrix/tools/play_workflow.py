@@ -131,8 +131,8 @@ def _play_job(
             **contexts,
             "env": {**job_env, **_evaluated(step.get("env"), contexts | {"env": job_env})},
         }
-        name = interpolate(str(step.get("name") or step.get("uses") or step.get("run")), scope)
-        name = name.strip().splitlines()[0]
+        name = str(step.get("name") or step.get("uses") or f"Run {step.get('run', '').strip()}")
+        name = interpolate(name, scope).splitlines()[0]
         if not condition(step.get("if"), scope, Status(outcome.status == "failure")):
             result = steps.StepOutcome(name, "skipped")
         elif "uses" in step:
@@ -141,7 +141,7 @@ def _play_job(
             result = steps.emulate(name, str(step["uses"]), inputs, workspace, options.out)
         else:
             place = steps.StepPlace(workspace, home, number, step.get("working-directory"))
-            script = _substituted(interpolate(str(step["run"]), scope), options)
+            script = substitute(interpolate(str(step["run"]), scope), options)
             variables = _environment(scope["env"], place, options.inherit, options.here)
             limit = float(step.get("timeout-minutes", minutes)) * 60
             shell_of_step = step.get("shell", shell)
@@ -173,20 +173,22 @@ def _environment(
     return variables
 
 
-def _substituted(script: str, options: Options) -> str:
-    """The script with the substitutions the options ask for (the module's docstring)."""
+def substitute(script: str, options: Options) -> str:
+    """A ``run:`` script with the substitutions the options ask for (the module's docstring)."""
     tox_ini = options.repo / "tox.ini"
 
     def tox_run(match: re.Match[str]) -> str:
         env = read_env(tox_ini, match.group(1))
         extra = options.pytest_args if env.runs_cells else ()
+        given = match.group(2) or ""
+        args, trail = given.rstrip(), given[len(given.rstrip()) :]
         if not options.here:
             if not extra:
                 return match.group(0)
-            args = " ".join([match.group(2) or "", *map(shlex.quote, extra)]).strip()
-            return f"python -m tox -e {env.name} -- {args}"
+            words = " ".join([args, *map(shlex.quote, extra)]).strip()
+            return f"python -m tox -e {env.name} -- {words}{trail}"
         _check_release(env.name, env.release)
-        return env.shell(match.group(2), extra)
+        return env.shell(args or None, extra) + trail
 
     if options.here:
         script = TOX_INSTALL.sub(": tox is not needed with --here", script)

@@ -58,8 +58,8 @@ def load_workflow(path: Path) -> dict[str, Any]:
 
 def expand_matrix(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The combinations of a ``strategy.matrix``, in GitHub's order: the product of its lists,
-    less those an ``exclude`` entry matches; then each ``include`` entry added to every
-    combination it would not overwrite an original value of, or as a new combination."""
+    less those an ``exclude`` entry matches; then each ``include`` entry added to every one of
+    those it would not overwrite an original value of, or else as a combination of its own."""
     keys = [key for key in matrix if key not in ("include", "exclude")]
     for key in keys:
         if not isinstance(matrix[key], list):
@@ -67,7 +67,8 @@ def expand_matrix(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
     combos = [dict(zip(keys, values, strict=True)) for values in _product(matrix, keys)]
     excluded = list(matrix.get("exclude") or [])
     combos = [c for c in combos if not any(_matches(c, entry) for entry in excluded)]
-    originals = [dict(c) for c in combos]
+    originals = [dict(c) for c in combos]  # an include extends these, never a new one
+    added: list[dict[str, Any]] = []
     for entry in matrix.get("include") or []:
         fitting = [
             combo
@@ -77,8 +78,8 @@ def expand_matrix(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
         for combo in fitting:
             combo.update(entry)
         if not fitting:
-            combos.append(dict(entry))
-            originals.append(dict(entry))
+            added.append(dict(entry))
+    combos += added
     return combos
 
 
@@ -237,14 +238,14 @@ class _Parser:
         if text in ("true", "false", "null"):
             return {"true": True, "false": False, "null": None}[text]
         if self._peek() == "(":
+            if text not in STATUS_FUNCTIONS:
+                raise WorkflowError(f"cannot play the function {text}() in {self.text.strip()!r}")
             self._take("(")
             self._take(")")
             return self._status(text)
         return self._lookup(text)
 
     def _status(self, name: str) -> bool:
-        if name not in STATUS_FUNCTIONS:
-            raise WorkflowError(f"cannot play the function {name}() in {self.text.strip()!r}")
         return {
             "success": not self.status.failed,
             "failure": self.status.failed,
