@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,6 +58,12 @@ def test_both_templates_run_every_release_in_the_same_shards() -> None:
     steps = [step for step in pipeline["steps"] if "parallelism" in step]
     assert [read_env(TOX_INI, s["env"]["TOX_ENV"]).release for s in steps] == releases
     assert {step["parallelism"] for step in steps} == {shards}
+    # The tox tox.ini provisions from, and the README's CPU torch index, in both.
+    tox = re.search(r"^\s+tox==(\S+)$", TOX_INI.read_text(encoding="utf-8"), re.MULTILINE)
+    assert tox and workflow["env"]["TOX_VERSION"] == pipeline["env"]["TOX_VERSION"] == tox[1]
+    index = workflow["env"]["PIP_EXTRA_INDEX_URL"]
+    assert index == pipeline["env"]["PIP_EXTRA_INDEX_URL"]
+    assert f"PIP_EXTRA_INDEX_URL={index}" in (REPO / "README.md").read_text(encoding="utf-8")
 
 
 def tool(name: str) -> str:
@@ -185,3 +192,71 @@ def test_the_workflow_played_here_merges_what_a_direct_run_reports(
     summary = Path(jobs[3]["summary"]).read_text(encoding="utf-8")
     assert summary.startswith(markdown)  # then the cross-version report
     assert "# KV reservation matrix across vLLM releases" in summary[len(markdown) :]
+
+
+STUB_PYTHON = """\
+#!/usr/bin/env bash
+echo "python $*" >> "$CALLS"
+case "$*" in
+  "-m tox -e merge") mkdir -p reports && echo "# 0.32" > reports/vllm-0.32.0.md \\
+    && echo "# 0.33" > reports/vllm-0.33.0.md && exit "$MERGE_EXIT" ;;
+  "-m tox -e crossversion") echo "# across" > reports/cross-version.md ;;
+esac
+"""
+STUB_AGENT = """\
+#!/usr/bin/env bash
+echo "agent $*" >> "$CALLS"
+if [ "$1" = annotate ]; then cat >> "$CALLS"; fi
+"""
+
+
+@pytest.mark.parametrize("merge_exit", [0, 1])
+def test_the_buildkite_commands_run_each_shard_and_annotate_the_merge(
+    tmp_path: Path, merge_exit: int
+) -> None:
+    """Each command as Buildkite's agent runs it (``bash -e -c``, ``$$`` read as ``$``), with
+    ``python`` and ``buildkite-agent`` stubs that record what they were asked."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name, text in (("python", STUB_PYTHON), ("buildkite-agent", STUB_AGENT)):
+        (stubs / name).write_text(text)
+        (stubs / name).chmod(0o755)
+    pipeline = yaml.safe_load(PIPELINE.read_text(encoding="utf-8"))
+    calls = tmp_path / "calls"
+
+    def run(step: dict[str, Any], **env: str) -> int:
+        variables = {**os.environ, **pipeline["env"], **step.get("env", {}), **env}
+        variables.update(PATH=f"{stubs}{os.pathsep}{os.environ['PATH']}", CALLS=str(calls))
+        command = step["command"].replace("$$", "$")
+        done = subprocess.run(
+            ["bash", "-e", "-c", command], env=variables, cwd=tmp_path, check=False
+        )
+        return done.returncode
+
+    shard = next(step for step in pipeline["steps"] if step.get("key") == "vllm033")
+    for job in range(shard["parallelism"]):
+        count = str(shard["parallelism"])
+        assert run(shard, BUILDKITE_PARALLEL_JOB=str(job), BUILDKITE_PARALLEL_JOB_COUNT=count) == 0
+    merge = next(step for step in pipeline["steps"] if step.get("key") == "merge")
+    assert run(merge, MERGE_EXIT=str(merge_exit)) == merge_exit
+    style = "error" if merge_exit else "success"
+    assert calls.read_text().splitlines() == [
+        *[
+            line
+            for group in (1, 2, 3)
+            for line in (
+                "python -m pip install tox==4.67.15",
+                f"python -m tox -e vllm033 -- --splits 3 --group {group}",
+            )
+        ],
+        "agent artifact download reports/shards/* .",
+        "python -m pip install tox==4.67.15",
+        "python -m tox -e merge",
+        f"agent annotate --style {style} --context vllm-0.32.0",
+        "# 0.32",
+        f"agent annotate --style {style} --context vllm-0.33.0",
+        "# 0.33",
+        "python -m tox -e crossversion",
+        "agent annotate --style info --context cross-version",
+        "# across",
+    ]

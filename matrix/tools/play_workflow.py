@@ -1,11 +1,12 @@
 """``python -m matrix.tools.play_workflow WORKFLOW``: a GitHub Actions workflow played on this
 machine, so that the template in docs/ci/ is run, not only read (docs/ci.md).
 
-Every job of the matrix runs in sequence, each in a fresh copy of the repository's files (what
-``actions/checkout`` gives a runner): its ``run:`` steps through bash as the runner runs them,
-its ``uses:`` steps emulated (``steps``): artifacts are folders under ``OUT/artifacts``,
-``$GITHUB_STEP_SUMMARY`` a file per step, gathered per job in ``OUT/summaries``. Then the jobs
-that need them, the merge. It prints what each job did and writes ``OUT/play.json``.
+Every job of the matrix runs in sequence, each in its own copy of the repository's files, taken
+once when the play starts (what ``actions/checkout`` gives each runner of a run): its ``run:``
+steps through bash as the runner runs them, its ``uses:`` steps emulated (``steps``):
+artifacts are folders under ``OUT/artifacts``, ``$GITHUB_STEP_SUMMARY`` a file per step,
+gathered per job in ``OUT/summaries``. Then the jobs that need them, the merge. It prints what
+each job did and writes ``OUT/play.json``.
 
 The steps run as written, with these substitutions only, each asked for on the command line:
 
@@ -28,7 +29,7 @@ import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,9 @@ def play(options: Options) -> list[JobOutcome]:
     env = {str(k): str(v) for k, v in (workflow.get("env") or {}).items()}
     if options.shards is not None:
         env["SHARDS"] = str(options.shards)
+    # One checkout for every job, as every job of a run checks out one commit: edits to the
+    # work tree while the play runs cannot give two shards different code.
+    checkout = steps.snapshot(options.repo, options.out / "checkout")
     outcomes: list[JobOutcome] = []
     succeeded: dict[str, bool] = {}  # job id -> every run of it succeeded
     for job_id in job_order(workflow):
@@ -93,7 +97,7 @@ def play(options: Options) -> list[JobOutcome]:
         status = Status(failed=not all(succeeded[n] for n in needs))
         for run in runs:
             home = options.out / "jobs" / f"{len(outcomes) + 1:02d}-{_slug(run.name)}"
-            outcomes.append(_play_job(run, workflow, env, status, home, options))
+            outcomes.append(_play_job(run, workflow, env, status, home, checkout, options))
         succeeded[job_id] = all(o.status == "success" for o in outcomes if o.job == job_id)
     return outcomes
 
@@ -105,15 +109,26 @@ def _selected(run: JobRun, options: Options) -> bool:
     return not (options.shards and shard is not None and int(shard) > options.shards)
 
 
+@dataclass(frozen=True)
+class _Job:
+    """A job run's place: its folder, workspace, default shell and time limit."""
+
+    home: Path
+    workspace: Path
+    shell: str | None
+    minutes: float
+
+
 def _play_job(
     run: JobRun,
     workflow: dict[str, Any],
     env: dict[str, str],
     needed: Status,
     home: Path,
+    checkout: Path,
     options: Options,
 ) -> JobOutcome:
-    """One run of a job: its ``if``, then its steps in a fresh workspace in ``home``."""
+    """One run of a job: its ``if``, then its steps in a fresh copy of ``checkout``."""
     outcome = JobOutcome(run.job_id, run.name, run.matrix)
     contexts = {"matrix": run.matrix, "runner": {"os": "Linux", "temp": str(home / "tmp")}}
     if not condition(run.definition.get("if"), {**contexts, "env": env}, needed):
@@ -121,39 +136,49 @@ def _play_job(
         print(f"play: job {run.name}: skipped (its if: does not hold)", flush=True)
         return outcome
     print(f"play: job {run.name}", flush=True)
-    workspace = steps.fresh_workspace(options.repo, home / "workspace")
-    job_env = {**env, **_evaluated(run.definition.get("env"), {**contexts, "env": env})}
     shell = ((workflow.get("defaults") or {}).get("run") or {}).get("shell")
-    shell = ((run.definition.get("defaults") or {}).get("run") or {}).get("shell", shell)
-    minutes = float(run.definition.get("timeout-minutes", 360))
+    job = _Job(
+        home,
+        steps.fresh_workspace(checkout, home / "workspace"),
+        ((run.definition.get("defaults") or {}).get("run") or {}).get("shell", shell),
+        float(run.definition.get("timeout-minutes", 360)),
+    )
+    job_env = {**env, **_evaluated(run.definition.get("env"), {**contexts, "env": env})}
     for number, step in enumerate(run.definition.get("steps") or [], 1):
-        scope = {
-            **contexts,
-            "env": {**job_env, **_evaluated(step.get("env"), contexts | {"env": job_env})},
-        }
-        name = str(step.get("name") or step.get("uses") or f"Run {step.get('run', '').strip()}")
-        name = interpolate(name, scope).splitlines()[0]
-        if not condition(step.get("if"), scope, Status(outcome.status == "failure")):
-            result = steps.StepOutcome(name, "skipped")
-        elif "uses" in step:
-            reads = str(step["uses"]).split("@")[0] in steps.READS_INPUTS
-            inputs = _evaluated(step.get("with"), scope) if reads else {}
-            result = steps.emulate(name, str(step["uses"]), inputs, workspace, options.out)
-        else:
-            place = steps.StepPlace(workspace, home, number, step.get("working-directory"))
-            script = substitute(interpolate(str(step["run"]), scope), options)
-            variables = _environment(scope["env"], place, options.inherit, options.here)
-            limit = float(step.get("timeout-minutes", minutes)) * 60
-            shell_of_step = step.get("shell", shell)
-            result = steps.run_script(
-                name, script, shell_of_step, variables, place, limit, options.verbose
-            )
+        step_env = {**job_env, **_evaluated(step.get("env"), {**contexts, "env": job_env})}
+        failed = outcome.status == "failure"
+        result = _play_step(job, number, step, {**contexts, "env": step_env}, failed, options)
         outcome.steps.append(result)
         print(f"  {result.line()}", flush=True)
         if result.status == "failure" and not step.get("continue-on-error"):
             outcome.status = "failure"
     outcome.summary = steps.gather_summaries(home, options.out / "summaries", home.name)
     return outcome
+
+
+def _play_step(
+    job: _Job,
+    number: int,
+    step: dict[str, Any],
+    scope: dict[str, Any],
+    failed: bool,
+    options: Options,
+) -> steps.StepOutcome:
+    """One step: skipped by its ``if``, an emulated action, or its script run."""
+    name = str(step.get("name") or step.get("uses") or f"Run {step.get('run', '').strip()}")
+    name = interpolate(name, scope).splitlines()[0]
+    if not condition(step.get("if"), scope, Status(failed)):
+        return steps.StepOutcome(name, "skipped")
+    if "uses" in step:
+        reads = str(step["uses"]).split("@")[0] in steps.READS_INPUTS
+        inputs = _evaluated(step.get("with"), scope) if reads else {}
+        return steps.emulate(name, str(step["uses"]), inputs, job.workspace, options.out)
+    place = steps.StepPlace(job.workspace, job.home, number, step.get("working-directory"))
+    script = substitute(interpolate(str(step["run"]), scope), options)
+    variables = _environment(scope["env"], place, options.inherit, options.here)
+    seconds = float(step.get("timeout-minutes", job.minutes)) * 60
+    shell = step.get("shell", job.shell)
+    return steps.run_script(name, script, shell, variables, place, seconds, options.verbose)
 
 
 def _evaluated(mapping: Any, contexts: dict[str, Any]) -> dict[str, str]:
@@ -212,64 +237,46 @@ def _slug(name: str) -> str:
     return re.sub(r"[^\w.-]+", "-", name).strip("-") or "job"
 
 
+ARGUMENTS = (  # (flags, argparse keywords) of the command line
+    (("workflow",), {"type": Path, "nargs": "?", "default": Path("docs/ci/github-workflow.yml")}),
+    (("--release",), {"action": "append", "default": [], "help": "only this release's runs"}),
+    (("--shards",), {"type": int, "help": "each release in shards 1 ... N"}),
+    (("--here",), {"action": "store_true", "help": "tox envs' commands in this environment"}),
+    (
+        ("--inherit",),
+        {"action": "append", "default": [], "metavar": "NAME", "help": "its value here"},
+    ),
+    (("--out",), {"type": Path, "help": "where the jobs' files go (default: a new folder)"}),
+    (("--repo",), {"type": Path, "help": "the repository to copy (default: the workflow's)"}),
+    (("--verbose",), {"action": "store_true", "help": "the steps' output as they run"}),
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line; 0 when every job succeeded, 1 when one failed, 2 when the workflow
-    cannot be played."""
+    """The command line (arguments after ``--`` go to the runs of cells); 0 when every job
+    succeeded, 1 when one failed, 2 when the workflow cannot be played."""
     parser = argparse.ArgumentParser(
-        prog="python -m matrix.tools.play_workflow", description=__doc__.split("\n\n")[0]
+        prog="python -m matrix.tools.play_workflow",
+        description=__doc__.split("\n\n")[0],
+        epilog="Arguments after -- are added to the runs of cells (-k, -n ...).",
     )
-    parser.add_argument(
-        "workflow", type=Path, nargs="?", default=Path("docs/ci/github-workflow.yml")
-    )
-    parser.add_argument(
-        "--release", action="append", default=[], help="only this release's runs (repeatable)"
-    )
-    parser.add_argument("--shards", type=int, help="split each release into N shards (1 ... N)")
-    parser.add_argument(
-        "--here", action="store_true", help="tox envs' commands in this environment"
-    )
-    parser.add_argument(
-        "--inherit",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="this machine's NAME over the workflow's",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="where jobs, artifacts and summaries go (default: a temporary folder, kept)",
-    )
-    parser.add_argument(
-        "--repo", type=Path, help="the repository to copy (default: the workflow's)"
-    )
-    parser.add_argument("--verbose", action="store_true", help="show the steps' output as they run")
-    parser.epilog = "Arguments after -- are added to the runs of cells (pytest's: -k, -n ...)."
+    for flags, keywords in ARGUMENTS:
+        parser.add_argument(*flags, **keywords)
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
-    options, extra = parser.parse_args(argv[:cut]), tuple(argv[cut + 1 :])
+    given, extra = parser.parse_args(argv[:cut]), tuple(argv[cut + 1 :])
     try:
-        repo = options.repo or steps.repository_of(options.workflow)
-        out = options.out or Path(tempfile.mkdtemp(prefix="play-workflow-"))
+        repo = (given.repo or steps.repository_of(given.workflow)).resolve()
+        out = (given.out or Path(tempfile.mkdtemp(prefix="play-workflow-"))).resolve()
         out.mkdir(parents=True, exist_ok=True)
-        chosen = Options(
-            options.workflow.resolve(),
-            repo.resolve(),
-            out.resolve(),
-            tuple(options.release),
-            options.shards,
-            options.here,
-            extra,
-            tuple(options.inherit),
-            options.verbose,
-        )
-        outcomes = play(chosen)
+        options = Options(given.workflow.resolve(), repo, out, tuple(given.release), given.shards)
+        options = replace(options, here=given.here, pytest_args=extra, verbose=given.verbose)
+        outcomes = play(replace(options, inherit=tuple(given.inherit)))
     except (WorkflowError, ToxError, steps.StepError) as error:
         print(f"play: {error}", file=sys.stderr)
         return 2
-    (out / "play.json").write_text(
-        json.dumps([asdict(o) for o in outcomes], indent=2) + "\n", encoding="utf-8"
-    )
+    report = json.dumps([asdict(o) for o in outcomes], indent=2)
+    (out / "play.json").write_text(report + "\n", encoding="utf-8")
     failed = [o for o in outcomes if o.status == "failure"]
     print(f"\nplay: {len(outcomes)} jobs, {len(failed)} failed; their files are in {out}")
     return 1 if failed else 0

@@ -1,4 +1,4 @@
-"""A played job's steps (``play_workflow``): the workspace a runner checks out, a ``run:``
+"""A played job's steps (``play_workflow``): the tree a runner checks out, a ``run:``
 script run as the runner runs it, and the actions a workflow ``uses`` emulated on this machine:
 ``checkout`` (the fresh workspace is the checkout), ``setup-python`` (this machine's Python
 3, which it names), ``cache`` (skipped: uv's cache here is this machine's), ``upload-artifact``
@@ -102,7 +102,7 @@ def repository_of(path: Path) -> Path:
     return Path(found.stdout.strip())
 
 
-def fresh_workspace(repo: Path, workspace: Path) -> Path:
+def snapshot(repo: Path, folder: Path) -> Path:
     """A copy of the repository's files (tracked, and untracked ones git does not ignore): the
     tree a runner's checkout gives, with this work tree's changes."""
     listed = subprocess.run(
@@ -113,8 +113,14 @@ def fresh_workspace(repo: Path, workspace: Path) -> Path:
     for name in sorted(set(listed.stdout.decode().split("\0")) - {""}):
         source = repo / name
         if source.is_file():
-            (workspace / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, workspace / name)
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, folder / name)
+    return folder
+
+
+def fresh_workspace(checkout: Path, workspace: Path) -> Path:
+    """A job's own copy of the play's checkout."""
+    shutil.copytree(checkout, workspace)
     return workspace
 
 
