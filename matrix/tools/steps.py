@@ -192,7 +192,8 @@ def emulate(
     if action == "actions/checkout":
         detail = "the job's workspace is a fresh copy of the repository"
     elif action == "actions/setup-python":
-        detail = f"this machine's python3 stands for {inputs.get('python-version', 'its')}"
+        here = "{}.{}".format(*sys.version_info[:2])
+        detail = f"this machine's Python {here} stands for {inputs.get('python-version', '')}"
     elif action == "actions/cache":
         detail = "skipped: this machine's caches are used"
     elif action not in ("actions/upload-artifact", "actions/download-artifact"):
