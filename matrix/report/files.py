@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from matrix.judge.result import CellResult
+from matrix.judge.result import CellResult, wholly_skipped
 from matrix.report.drawing import draw_all
 from matrix.report.fitting import fit_prose, fit_table, fits, terminal_width
 from matrix.report.gallery import Picture, available, planned
@@ -26,6 +26,21 @@ __all__ = ["RunInfo", "markdown_report", "matrix_digest", "run_info"]
 
 REPORT_SUFFIXES = (".md", ".json", ".html")
 REPORT_SUFFIX_HINT = "use a .md, .json or .html file name"
+SHARD_FIELD = "shard"  # a shard report's record of its part of the run (report/merge.py)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Which part of a run a report holds: group ``group`` of ``splits``, out of ``selected``
+    (every cell's id, ``case-variant``, that the run selected before splitting)."""
+
+    group: int
+    splits: int
+    selected: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's ``shard`` field."""
+        return {"group": self.group, "splits": self.splits, "selected": list(self.selected)}
 
 
 def terminal_lines(
@@ -56,18 +71,32 @@ def terminal_lines(
     return lines
 
 
-def json_report(cells: Sequence[CellResult], info: RunInfo) -> dict[str, Any]:
-    """The results as JSON-ready data: what ran, every cell, and the tightness table."""
+def summary_lines(cells: Sequence[CellResult], info: RunInfo) -> list[str]:
+    """The end of a run in the terminal: the tables, then a failing line for each case or
+    model whose every cell was skipped (such a run tested nothing of it, so it fails)."""
+    width = terminal_width()
+    failed = [f"matrix: FAILED: {line}" for line in wholly_skipped(list(cells))]
+    return [*terminal_lines(cells, info, width), *(w for f in failed for w in fit_prose(f, width))]
+
+
+def json_report(
+    cells: Sequence[CellResult], info: RunInfo, shard: Shard | None = None
+) -> dict[str, Any]:
+    """The results as JSON-ready data: what ran, every cell, and the tightness table; a
+    shard's report also says which part of the run it holds."""
     header, rows = tightness_table(cells)
     tightness = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows}
     info_fields = asdict(info)
     if info.source is None:  # release reports keep the shape they had before dev builds
         del info_fields["source"]
-    return {
+    report = {
         **info_fields,
         "cells": [c.to_dict() for c in sort_cells(cells)],
         "tightness": tightness,
     }
+    if shard is not None:
+        report[SHARD_FIELD] = shard.to_dict()
+    return report
 
 
 def write_pictures(folder: Path, cells: Sequence[CellResult], info: RunInfo) -> list[Picture]:
@@ -87,17 +116,19 @@ def write_pictures(folder: Path, cells: Sequence[CellResult], info: RunInfo) -> 
     return pictures
 
 
-def write_report(path: Path, cells: Sequence[CellResult], info: RunInfo) -> None:
+def write_report(
+    path: Path, cells: Sequence[CellResult], info: RunInfo, shard: Shard | None = None
+) -> None:
     """Writes the Markdown (``.md``, its pictures in the folder of its name beside it), HTML
-    (``.html``, self-contained) or JSON (``.json``) report to ``path``. Without matplotlib
-    the Markdown and the page say that pictures are off."""
+    (``.html``, self-contained) or JSON (``.json``, with ``shard`` when it is one) report to
+    ``path``. Without matplotlib the Markdown and the page say that pictures are off."""
     if path.suffix not in REPORT_SUFFIXES:
         raise ValueError(f"--matrix-report {path}: {REPORT_SUFFIX_HINT}")
     path.parent.mkdir(parents=True, exist_ok=True)
     release = info.vllm_version or "unknown"
     drawing = available()
     if path.suffix == ".json":
-        text = json.dumps(json_report(cells, info), indent=2) + "\n"
+        text = json.dumps(json_report(cells, info, shard), indent=2) + "\n"
     elif path.suffix == ".md":
         pictures = write_pictures(path.with_suffix(""), cells, info) if drawing else None
         text = markdown_report(cells, info, path.stem, pictures)
