@@ -23,7 +23,7 @@ from matrix.run.steps import step_marks
 from tests.helpers import TWO_GROUP_CASE, needs_vllm
 
 needs_matplotlib = pytest.mark.skipif(
-    not gallery.available(), reason="matplotlib is not installed (the [pictures] extra)"
+    not gallery.installed(), reason="matplotlib is not installed (the [pictures] extra)"
 )
 INFO = RunInfo("0.33.0", ships="fixed")
 
@@ -243,13 +243,23 @@ def test_stale_pictures_are_removed(tmp_path: Path) -> None:
 def test_without_matplotlib_the_reports_say_pictures_are_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("matrix.report.files.available", lambda: False)
+    monkeypatch.setattr("matrix.report.gallery.installed", lambda: False)
     for suffix in (".md", ".html"):
         write_report(tmp_path / f"r{suffix}", CELLS, INFO)
         text = (tmp_path / f"r{suffix}").read_text()
         assert "Pictures are off: matplotlib is not installed" in text
         assert "vllm-kv-matrix[pictures]" in text
         assert ".svg" not in text
+    assert not (tmp_path / "r").exists()
+
+
+@needs_matplotlib
+def test_pictures_switched_off_are_said_to_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(gallery.SWITCH, "off")
+    write_report(tmp_path / "r.md", CELLS, INFO)
+    assert "Pictures are off: MATRIX_PICTURES=off." in (tmp_path / "r.md").read_text()
     assert not (tmp_path / "r").exists()
 
 

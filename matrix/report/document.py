@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matrix.judge.result import CellResult
-from matrix.report.gallery import INSTALL_HINT, Picture
+from matrix.report.gallery import Picture, off_reason
 from matrix.report.headline import counts_line, findings, reading_guide
 from matrix.report.info import RunInfo
 from matrix.report.sections import sections
@@ -69,7 +69,7 @@ def document(
     )
     opening.append(stock + counts_line(cells))
     if pictures is None:
-        opening.append(f"Pictures are off: matplotlib is not installed (`{INSTALL_HINT}`).")
+        opening.append(f"Pictures are off: {off_reason()}.")
     all_sections = sections(cells)
     parts: list[Part] = []
     for section in (s for s in all_sections if s.headline):
@@ -107,7 +107,8 @@ def document(
 def cell_pictures_line(pictures: Sequence[Picture], folder: str) -> str:
     """What the Markdown says of the failing cells' pictures: where they are and how named."""
     return (
-        f"{plural(len(pictures), 'picture')} of failing cells, one per cell at its first "
-        f"failing pool and at its fit, are in `{folder}/cells/`, named `<case>-<variant>.svg`; "
-        "an `.html` report (`python -m matrix run` writes one beside this) shows them all."
+        f"{plural(len(pictures), 'picture')} of failing cells, each at its first failing pool "
+        f"and at its fit, are in `{folder}/cells/`, named `<case>-<variants>.svg` (variants "
+        "whose runs were the same share one); an `.html` report (`python -m matrix run` writes "
+        "one beside this) shows them all."
     )

@@ -6,14 +6,17 @@ drawing is ``matrix.report.pictures``, and only it imports matplotlib.
 - ``severity.svg``: a heat map of cases x variants, coloured by each cell's worst severity;
 - ``pools-<model>.svg``: a pool strip per model, the outcome at each pool swept, per case and
   variant, the fit and ``startable`` marked;
-- ``cells/<case>-<variant>.svg``: a failing cell at its first failing pool and at its fit, step
-  by step: each KV cache group's blocks stacked per request, the free blocks, the pool line,
-  and the events (a load admitted or completed, a preemption, where progress stops).
+- ``cells/<case>-<variants>.svg``: a failing cell at its first failing pool and at its fit,
+  step by step: each KV cache group's blocks stacked per request, the free blocks, the pool
+  line, and the events (a load admitted or completed, a preemption, where progress stops).
+  Variants whose runs of a case were the same, step for step, share one picture
+  (``case-stock+fixed.svg``): on a release, the variant it ships runs exactly as stock.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,9 +44,26 @@ SHADES: dict[str, str] = {
 }
 
 
-def available() -> bool:
-    """Whether matplotlib is installed, so that pictures are drawn."""
+# ``MATRIX_PICTURES=off`` turns pictures off where matplotlib is installed (CI's full runs,
+# whose pictures no one looks at; the pictures' own tests draw theirs).
+SWITCH = "MATRIX_PICTURES"
+
+
+def installed() -> bool:
+    """Whether matplotlib is installed."""
     return importlib.util.find_spec("matplotlib") is not None
+
+
+def available() -> bool:
+    """Whether pictures are drawn: matplotlib is installed and they are not switched off."""
+    return installed() and os.environ.get(SWITCH, "").lower() not in ("off", "0", "no")
+
+
+def off_reason() -> str:
+    """Why a report has no pictures."""
+    if not installed():
+        return f"matplotlib is not installed (`{INSTALL_HINT}`)"
+    return f"{SWITCH}=off"
 
 
 @dataclass(frozen=True)
@@ -55,6 +75,8 @@ class Picture:
     title: str
     model: str = ""
     cell: CellResult | None = None
+    # A cell picture's cells: its variants' cells of one case whose runs were the same.
+    alike: tuple[CellResult, ...] = ()
 
 
 def _slug(text: str) -> str:
@@ -68,17 +90,22 @@ def planned(cells: Sequence[CellResult]) -> list[Picture]:
     found = [Picture("severity.svg", "Cases x variants, by severity")] if cells else []
     for model in sorted({c.model for c in cells if c.model}):
         found.append(Picture(f"pools-{_slug(model)}.svg", f"{model}: each pool", model=model))
-    taken: set[str] = set()
+    alike: dict[tuple[object, ...], list[CellResult]] = {}
     for cell in sort_cells(cells):
-        if not cell.steps:
-            continue
-        slug = base = _slug(f"{cell.case}-{cell.variant}")
+        if cell.steps:
+            same = (cell.case, cell.steps, cell.kind, cell.severity, cell.failures, cell.fit)
+            alike.setdefault(same, []).append(cell)
+    taken: set[str] = set()
+    for group in alike.values():
+        first, variants = group[0], "+".join(c.variant for c in group)
+        slug = base = _slug(f"{first.case}-{variants}")
         suffix = 1
         while slug in taken:
             suffix += 1
             slug = f"{base}_{suffix}"
         taken.add(slug)
-        found.append(Picture(f"cells/{slug}.svg", f"{cell.case}-{cell.variant}", cell=cell))
+        title = f"{first.case}-{variants}"
+        found.append(Picture(f"cells/{slug}.svg", title, cell=first, alike=tuple(group)))
     return found
 
 
@@ -94,5 +121,5 @@ def shade(cell: CellResult) -> str:
 def cells_of(picture: Picture, cells: Sequence[CellResult]) -> list[CellResult]:
     """The cells a picture is drawn from."""
     if picture.cell is not None:
-        return [picture.cell]
+        return list(picture.alike or (picture.cell,))
     return [c for c in cells if c.model == picture.model] if picture.model else list(cells)
