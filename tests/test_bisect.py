@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from matrix.__main__ import main
-from matrix.tools.bisect import driver
+from matrix.tools.bisect import driver, step
 from matrix.tools.bisect.step import Judged, Request, judge_commit, mark_of
 from matrix.tools.bisect.verdict import CellVerdict, SelectionError, describe, same, select_cells
 from tests.helpers import CASES, REPO, needs_vllm
@@ -176,8 +176,8 @@ def test_a_commit_past_the_step_timeout_is_ended_and_skipped(
 ) -> None:
     git(broken_history, "checkout", "-q", "v0.33.0")
     scratch = tmp_path / "scratch"
-    judged = judge_commit(broken_history, request(tmp_path, timeout=10), scratch)
-    assert judged.problem == "the case ran past 10 s (--step-timeout)"
+    judged = judge_commit(broken_history, request(tmp_path, timeout=5), scratch)
+    assert judged.problem == "the case ran past 5 s (--step-timeout)"
     # The child and what it started (its arguments name the scratch folder) are all ended.
     assert running(str(scratch)) == []
 
@@ -207,6 +207,7 @@ def test_an_interrupted_bisect_leaves_the_checkout_as_it_was(
     assert checkout_state(broken_history) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_ends_the_command_its_steps_and_its_worktrees(
     broken_history: Path, tmp_path: Path, signum: int
@@ -266,6 +267,18 @@ def test_the_command_line_knows_findings_by_name() -> None:
     assert driver.case_path("two_inflight_loads") == CASES / "two_inflight_loads.yaml"
 
 
+def test_a_fault_in_the_step_stops_the_bisect_instead_of_marking_the_commit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python exits with 1 on an uncaught error, which git bisect run would read as "changed"."""
+    previous = signal.getsignal(signal.SIGTERM)  # the step's own handler, undone
+    try:
+        assert step.main([str(tmp_path / "no-state")]) == step.ABORT > 127
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert "FileNotFoundError" in capsys.readouterr().err
+
+
 def test_only_skipped_commits_left_are_listed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -279,7 +292,8 @@ def test_only_skipped_commits_left_are_listed(
         "first_changed": None,
         "candidates": [first, second],
     }
-    assert "no verdict on 2 commits" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "leave the first changed commit one of 2: aaaaaaaaaaaa bbbbbbbbbbbb" in printed
 
 
 # --- acceptance: the releases as a history ----------------------------------------------------

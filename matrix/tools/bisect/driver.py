@@ -200,8 +200,8 @@ def conclusion(tree: Path, output: str, judged: list[dict[str, Any]]) -> dict[st
         skipped = ONLY_SKIPPED.search(output)
         candidates = skipped.group(1).split() if skipped else []
         print(
-            f"no verdict on {len(candidates)} commits between the last same and first changed "
-            f"one: {' '.join(c[:12] for c in candidates)}"
+            f"commits without a verdict leave the first changed commit one of "
+            f"{len(candidates)}: {' '.join(c[:12] for c in candidates)}"
             if candidates
             else f"git bisect stopped: {output.strip()[-300:]}"
         )
@@ -210,17 +210,14 @@ def conclusion(tree: Path, output: str, judged: list[dict[str, Any]]) -> dict[st
     entry = by_commit[commit]
     subject = git(tree, "log", "-1", "--format=%s", commit) or ""
     print(f"first changed commit: {commit} ({entry['version']}) {subject}")
-    print(f"  verdict there: {_said(entry)}")
     parent = by_commit.get(git(tree, "rev-parse", f"{commit}^") or "")
-    if parent:
-        print(f"  and before it: {_said(parent)}")
+    sides = [("there", entry), *([("before it", parent)] if parent else [])]
+    for side, judged_there in sides:
+        verdicts = load(judged_there["verdicts"])
+        print(f"  {side}: {describe(verdicts)}")
+        for detail in dict.fromkeys(v.detail for v in verdicts if v.observed == "fail"):
+            print(f"    {detail[:400]}")
     return {"first_changed": {**entry, "subject": subject}, "candidates": []}
-
-
-def _said(entry: dict[str, Any]) -> str:
-    verdicts = load(entry["verdicts"])
-    details = {v.detail for v in verdicts if v.observed == "fail"}
-    return describe(verdicts) + (f" ({'; '.join(sorted(details))[:300]})" if details else "")
 
 
 def main(options: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from time import monotonic
@@ -32,7 +33,9 @@ from matrix.tools.devsource import SourceError, install_checkout
 
 REQUEST = "request.json"  # in the state folder: what every step judges
 LOG = "steps.jsonl"  # in the state folder: one line per commit judged
-SAME, CHANGED, SKIP = 0, 1, 125  # git bisect run's exit codes
+# git bisect run's exit codes: old, new, skip, and (any above 127) stop bisecting. A Python
+# error exits with 1, which git would read as "changed".
+SAME, CHANGED, SKIP, ABORT = 0, 1, 125, 128
 Mark = Literal["old", "new", "same", "changed", "skip"]
 
 
@@ -212,8 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     """``git bisect run``'s script: judges the commit checked out in the current folder."""
     signal.signal(signal.SIGTERM, _stop)  # the child is killed on the way out
     state = Path((argv if argv is not None else sys.argv[1:])[0])
-    request = Request.read(state)
-    judged = judge_commit(Path.cwd(), request, state / "scratch")
+    try:
+        request = Request.read(state)
+        judged = judge_commit(Path.cwd(), request, state / "scratch")
+    except Exception:  # a fault here says nothing of the commit: it stops the bisect
+        traceback.print_exc()
+        return ABORT
     mark = mark_of(judged, request.old)
     record(state, judged, mark)
     print(judged.line(mark), file=sys.stderr, flush=True)
