@@ -95,6 +95,21 @@ def skipped_result(cell: Cell, reason: str) -> CellResult:
     )
 
 
+def errored_result(cell: Cell, error: BaseException) -> CellResult:
+    """A cell's record when running or judging it raised where no run could catch it: a row
+    that says what raised, in one line, never a cell missing from the tables."""
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    return _record(
+        cell,
+        observed="fail",
+        kind="error",
+        detail=f"the cell raised {type(error).__name__}: {first_line}".rstrip(": "),
+        as_expected=False,
+        case_digest=cell.case.digest,
+        severity="error",
+    )
+
+
 def _record(cell: Cell, **outcome: Any) -> CellResult:
     pinned_kind = cell.expected not in ("pass", "fail")
     definition = cell.case.definition

@@ -11,7 +11,7 @@
 - ``leak``: the block accounting failed: after some step, free + held (each block once) + the
   null block was not the pool, or blocks were still not free once every request finished.
 - ``error``: vLLM raised.
-- ``timeout`` (a cell's, not a run's): the cell ran past its wall-clock limit
+- ``timeout`` (a cell's, not a run's): the cell ran past its limit of CPU time
   (``limits.seconds``); see ``matrix.judge.verdict``.
 """
 

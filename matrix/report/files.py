@@ -12,7 +12,7 @@ from typing import Any
 
 from matrix.case.shipped import PACKAGE
 from matrix.installed import Source, installed_source, installed_vllm_version
-from matrix.judge.result import CellResult
+from matrix.judge.result import CellResult, wholly_skipped
 from matrix.releases import release_label, shipped_variant
 from matrix.report.sections import sections
 from matrix.report.tables import (
@@ -34,6 +34,23 @@ class RunInfo:
     # A vLLM installed from a checkout or a local wheel (a dev build); None for a release from
     # a package index, and then absent from the JSON, as in reports written before it existed.
     source: Source | None = None
+
+
+SHARD_FIELD = "shard"  # a shard report's record of its part of the run (report/merge.py)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Which part of a run a report holds: group ``group`` of ``splits``, out of ``selected``
+    (every cell's id, ``case-variant``, that the run selected before splitting)."""
+
+    group: int
+    splits: int
+    selected: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's ``shard`` field."""
+        return {"group": self.group, "splits": self.splits, "selected": list(self.selected)}
 
 
 def matrix_digest() -> str:
@@ -91,25 +108,43 @@ def terminal_lines(cells: Sequence[CellResult], info: RunInfo) -> list[str]:
     return lines
 
 
-def json_report(cells: Sequence[CellResult], info: RunInfo) -> dict[str, Any]:
-    """The results as JSON-ready data: what ran, every cell, and the tightness table."""
+def summary_lines(cells: Sequence[CellResult], info: RunInfo) -> list[str]:
+    """The end of a run in the terminal: the tables, then a failing line for each case or
+    model whose every cell was skipped (such a run tested nothing of it, so it fails)."""
+    return [
+        *terminal_lines(cells, info),
+        *(f"matrix: FAILED: {line}" for line in wholly_skipped(list(cells))),
+    ]
+
+
+def json_report(
+    cells: Sequence[CellResult], info: RunInfo, shard: Shard | None = None
+) -> dict[str, Any]:
+    """The results as JSON-ready data: what ran, every cell, and the tightness table; a
+    shard's report also says which part of the run it holds."""
     header, rows = tightness_table(cells)
     tightness = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows}
     info_fields = asdict(info)
     if info.source is None:  # release reports keep the shape they had before dev builds
         del info_fields["source"]
-    return {
+    report = {
         **info_fields,
         "cells": [c.to_dict() for c in sort_cells(cells)],
         "tightness": tightness,
     }
+    if shard is not None:
+        report[SHARD_FIELD] = shard.to_dict()
+    return report
 
 
-def write_report(path: Path, cells: Sequence[CellResult], info: RunInfo) -> None:
-    """Writes the Markdown (``.md``) or JSON (``.json``) report to ``path``."""
+def write_report(
+    path: Path, cells: Sequence[CellResult], info: RunInfo, shard: Shard | None = None
+) -> None:
+    """Writes the Markdown (``.md``) or JSON (``.json``, with ``shard`` when it is one) report
+    to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".json":
-        text = json.dumps(json_report(cells, info), indent=2) + "\n"
+        text = json.dumps(json_report(cells, info, shard), indent=2) + "\n"
     elif path.suffix == ".md":
         text = markdown_report(cells, info)
     else:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from time import monotonic
 
 from matrix.adapters.protocol import WAITING, VersionAdapter
 from matrix.case.events import RunBound, RunEvent
 from matrix.case.format import CaseFile
+from matrix.run.playback import cell_clock
 from matrix.run.pools import run_pool
 from matrix.run.records import Fit, StepRecord
 
@@ -32,7 +32,7 @@ def measure_fit(
     adapter: VersionAdapter,
     case: CaseFile,
     deadline: float = math.inf,
-    clock: Callable[[], float] = monotonic,
+    clock: Callable[[], float] = cell_clock,
 ) -> Fit:
     """The case's fit: each request's peak usage when it runs alone in an ample pool, and
     the least any request's admission takes. Raises ``RuntimeError`` when a request does not

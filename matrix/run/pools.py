@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from time import monotonic
 
 from matrix.adapters.protocol import VersionAdapter
 from matrix.case.format import CaseFile
 from matrix.case.model import FitSweep
-from matrix.run.playback import CellTimeout, Playback, play
+from matrix.run.playback import CellTimeout, Playback, cell_clock, play
 from matrix.run.records import Fit, RunTrace
 from matrix.run.variants import VARIANTS, Variant
 
@@ -20,7 +19,7 @@ def run_pool(
     variant: Variant | str,
     pool: int,
     deadline: float = math.inf,
-    clock: Callable[[], float] = monotonic,
+    clock: Callable[[], float] = cell_clock,
 ) -> RunTrace:
     """A fresh scheduler of ``pool`` blocks, ``variant`` (a built-in's name or any
     :class:`Variant`) installed on it, the requests added and the case's events played.

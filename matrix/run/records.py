@@ -55,7 +55,7 @@ class Fit:
 @dataclass(frozen=True)
 class CellRun:
     """A cell's runs: the case's fit and a trace per pool size swept, or why they stopped
-    short (the case could not run at all, or the cell ran past its wall-clock limit)."""
+    short (the case could not run at all, or the cell ran past its limit of CPU time)."""
 
     fit: int  # the smallest pool in which every request, alone, runs to completion
     fit_slack: int  # blocks of over-reservation the case tolerates (CaseFile.fit_slack)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix.case.shipped import PACKAGE, shipped_cases
-from matrix.installed import git
+from matrix.installed import cache_base, git
 from matrix.tools.bisect.step import Judged, Request, judge_commits, mark_of, recorded
 from matrix.tools.bisect.verdict import SelectionError, describe, load, select_cells
 
@@ -161,10 +161,8 @@ def bisect(options: argparse.Namespace) -> dict[str, Any]:
     if git(source, "rev-parse", "--git-dir") is None:
         raise BisectError(f"{source}: not a git checkout")
     old, new = _commit(source, options.old), _commit(source, options.new)
-    cache = os.environ.get("MATRIX_VLLM_CACHE") or str(Path.home() / ".cache" / "vllm-kv-matrix")
-    request = Request(
-        str(case), options.variant, tuple(c.test_id for c in cells), options.step_timeout, cache
-    )
+    ids = tuple(c.test_id for c in cells)
+    request = Request(str(case), options.variant, ids, options.step_timeout, str(cache_base()))
     print(f"matrix bisect: {', '.join(request.cells)} ({case}), {source}")
     with (
         tempfile.TemporaryDirectory(prefix="matrix-bisect-") as scratch,

@@ -5,8 +5,8 @@ and the command that computes it in a fresh interpreter whose vLLM is one commit
 A cell's verdict is what the results table shows of it: pass or fail, the failure kind, and
 the pool sizes that failed (``stall at pools 17-18``). Two commits give the same verdict when
 every chosen cell has the same three; the detail text, the fit and the severity are shown but
-not compared. A cell skipped (the commit lacks what the adapter drives) or past its wall-clock
-limit has no verdict: the commit is skipped, with that reason.
+not compared. A cell skipped (the commit lacks what the adapter drives) or past its time limit
+(which depends on the machine) has no verdict: the commit is skipped, with that reason.
 
 Choosing the cells, reading and comparing verdicts is pure; only :func:`main` imports vLLM.
 """
@@ -68,12 +68,12 @@ class CellVerdict:
         return self.observed, self.kind, self.failing_pools
 
     def no_verdict(self) -> str | None:
-        """Why this cell says nothing about the commit's code (skipped, or past its wall-clock
+        """Why this cell says nothing about the commit's code (skipped, or past its time
         limit, which depends on the machine), or None."""
         if self.observed == "skip":
             return f"{self.cell} skipped: {self.detail}"
         if self.kind == "timeout":
-            return f"{self.cell} timed out (the machine's load, not a verdict): {self.detail}"
+            return f"{self.cell} timed out (a limit on the machine's time): {self.detail}"
         return None
 
     def describe(self) -> str:
