@@ -117,13 +117,16 @@ class CellItem(pytest.Item):
 
     def _result(self) -> CellResult:
         from matrix.judge.result import result_of
-        from matrix.judge.verdict import judge_run
+        from matrix.judge.verdict import drawn_pools, judge_run
         from matrix.run.cell import run_cell
+        from matrix.run.steps import record_steps
 
+        adapter = self.config.stash[adapter_key]
         variant = self.config.stash[variants_key][self.cell.variant]
-        return result_of(
-            self.cell, judge_run(run_cell(self.config.stash[adapter_key], self.cell, variant))
-        )
+        verdict = judge_run(run_cell(adapter, self.cell, variant))
+        # A failing cell's picture: its first failing pool and its fit, run again block by block.
+        steps = record_steps(adapter, self.cell, variant, drawn_pools(verdict))
+        return result_of(self.cell, verdict, steps)
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None

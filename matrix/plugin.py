@@ -23,7 +23,14 @@ from matrix.items import (
     without_cell_record,
 )
 from matrix.judge.result import CellResult, wholly_skipped
-from matrix.report.files import Shard, run_info, summary_lines, write_report
+from matrix.report.files import (
+    REPORT_SUFFIX_HINT,
+    REPORT_SUFFIXES,
+    Shard,
+    run_info,
+    summary_lines,
+    write_report,
+)
 from matrix.report.merge import cell_id
 from matrix.report.tables import sort_cells
 from matrix.run.user_variants import VariantLoadError, run_variants
@@ -41,7 +48,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="write the results as Markdown (.md) or JSON (.json); repeatable",
+        help="write the results as Markdown (.md), JSON (.json) or a self-contained HTML page "
+        "(.html); pictures go in a folder beside the .md; repeatable",
     )
     group.addoption(
         "--matrix-gpus",
@@ -92,8 +100,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("matrix_cases"):
         _add_shipped_cases(config)
     for path in config.getoption("matrix_report"):
-        if Path(path).suffix not in (".md", ".json"):
-            raise pytest.UsageError(f"--matrix-report {path}: use a .md or .json file name")
+        if Path(path).suffix not in REPORT_SUFFIXES:
+            raise pytest.UsageError(f"--matrix-report {path}: {REPORT_SUFFIX_HINT}")
     config.stash[cells_key] = []
     config.stash[ships_key] = expected_stock()
     config.pluginmanager.register(CellCollector(config), "matrix-cells")

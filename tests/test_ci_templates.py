@@ -181,12 +181,13 @@ def test_the_workflow_played_here_merges_what_a_direct_run_reports(
         "-k",
         "single_group",
         "--matrix-report=one.json",
-        "--matrix-report=one.md",
+        # Under the merged report's name: its pictures' folder is named after it.
+        f"--matrix-report=one/vllm-{version}.md",
     )
     assert direct.ret == 0
     merged = out / "artifacts" / "reports" / f"vllm-{version}"
     assert without_digest(Path(f"{merged}.json")) == without_digest(inline.path / "one.json")
-    markdown = (inline.path / "one.md").read_text(encoding="utf-8")
+    markdown = (inline.path / "one" / f"vllm-{version}.md").read_text(encoding="utf-8")
     assert Path(f"{merged}.md").read_text(encoding="utf-8") == markdown
     assert 20 <= len(without_digest(inline.path / "one.json")["cells"]) <= 50
     summary = Path(jobs[3]["summary"]).read_text(encoding="utf-8")

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from matrix.__main__ import main
+from matrix.report.info import run_info
 from matrix.report.merge import MergeError, load_shard, merge_shards
 from matrix.runner.plan import PlanError, plan_run
 from tests.helpers import CASES, needs_vllm
@@ -36,7 +37,11 @@ def test_three_shards_merged_are_one_run(inline: pytest.Pytester) -> None:
     for name in SUBSET:
         shutil.copy(CASES / name, inline.path / "cases" / name)
     common = ("-p", "no:cacheprovider")
-    one = inline.runpytest_inprocess(*common, "--matrix-report=one.json", "--matrix-report=one.md")
+    # The Markdown under the name the merge gives it: its pictures' folder is named after it.
+    single = inline.path / "one" / f"vllm-{run_info().vllm_version}"
+    one = inline.runpytest_inprocess(
+        *common, "--matrix-report=one.json", f"--matrix-report={single}.md"
+    )
     assert one.ret == 0
     sizes = []
     for group in (1, 2, 3):
@@ -58,7 +63,11 @@ def test_three_shards_merged_are_one_run(inline: pytest.Pytester) -> None:
     version = json.loads((inline.path / "one.json").read_text())["vllm_version"]
     merged = inline.path / "merged" / f"vllm-{version}"
     assert without_digest(Path(f"{merged}.json")) == without_digest(inline.path / "one.json")
-    assert Path(f"{merged}.md").read_bytes() == (inline.path / "one.md").read_bytes()
+    assert Path(f"{merged}.md").read_bytes() == Path(f"{single}.md").read_bytes()
+    pictures = sorted(p.relative_to(single) for p in single.rglob("*.svg"))
+    assert pictures == sorted(p.relative_to(merged) for p in merged.rglob("*.svg"))
+    for picture in pictures:
+        assert (merged / picture).read_bytes() == (single / picture).read_bytes()
     # Each shard's JUnit XML names every cell it ran with its headline facts, not its record.
     cases = ElementTree.parse(inline.path / "shards" / "s1.xml").getroot().iter("testcase")
     properties = [{p.get("name"): p.get("value") for p in case.iter("property")} for case in cases]
@@ -90,12 +99,20 @@ def test_forked_workers_report_what_one_process_does(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert done.stdout.count("matrix: imported in") == 1
         outputs[workers] = done.stdout
-        reports[workers] = {p.suffix: p.read_bytes() for p in (tmp_path / "reports").iterdir()}
+        written = (tmp_path / "reports").rglob("*")
+        reports[workers] = {
+            str(p.relative_to(tmp_path)): p.read_bytes() for p in written if p.is_file()
+        }
         shutil.rmtree(tmp_path / "reports")
     assert "(2 workers forked after the import)" in outputs["2"]
     forked, alone = reports["2"], reports["0"]
-    assert forked[".md"] == alone[".md"]
-    assert json.loads(forked[".json"]) == json.loads(alone[".json"])
+    stem = next(name for name in alone if name.endswith(".json"))[: -len(".json")]
+    assert forked[f"{stem}.md"] == alone[f"{stem}.md"]
+    assert json.loads(forked[f"{stem}.json"]) == json.loads(alone[f"{stem}.json"])
+    # The page and the pictures, too (those of Markdown's folder, when matplotlib is there).
+    assert {n: b for n, b in forked.items() if not n.endswith(".json")} == {
+        n: b for n, b in alone.items() if not n.endswith(".json")
+    }
 
 
 def cell(case: str, variant: str = "stock", digest: str = "d1") -> dict[str, Any]:

@@ -205,7 +205,7 @@ def main(paths: Sequence[Path], out: Path) -> int:
         failed |= any(not c.as_expected for c in cells) or any(
             line.startswith("matrix: FAILED") for line in lines
         )
-        for suffix in (".json", ".md"):
+        for suffix in (".json", ".md", ".html"):
             path = out / f"vllm-{key}{suffix}"
             write_report(path, cells, merged.info)
             print(f"matrix report written to {path}")

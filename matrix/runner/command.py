@@ -72,15 +72,15 @@ def _shard_args(plan: RunPlan, outputs: list[Path]) -> list[str]:
 
 
 def _outputs(plan: RunPlan, version: str, dev: bool) -> list[Path]:
-    """The files the run writes: a shard's JSON and JUnit XML, or the release's JSON and
-    Markdown; and those the arguments ask for."""
+    """The files the run writes: a shard's JSON and JUnit XML, or the release's JSON,
+    Markdown (and its pictures) and HTML page; and those the arguments ask for."""
     if plan.shard:
         group, splits = plan.shard
         stem = REPORTS / "shards" / shard_stem(version, dev, group, splits)
         written = [stem.parent / f"{stem.name}.json", stem.parent / f"{stem.name}.xml"]
     else:
         stem = REPORTS / f"vllm-{version}{'-dev' if dev else ''}"
-        written = [stem.parent / f"{stem.name}.json", stem.parent / f"{stem.name}.md"]
+        written = [stem.parent / f"{stem.name}{suffix}" for suffix in (".json", ".md", ".html")]
     if plan.junitxml:
         written = [p for p in written if p.suffix != ".xml"] + [plan.junitxml]
     return written + [p for p in plan.reports if p not in written]

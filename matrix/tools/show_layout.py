@@ -12,6 +12,7 @@ from typing import Any
 from matrix.case.format import CaseFile
 from matrix.case.loading import CaseFileError, read_description
 from matrix.case.model import description_path, shipped_descriptions
+from matrix.wording import plural
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,7 +113,7 @@ def main(options: argparse.Namespace) -> int:
         return 0
     print(
         f"{report['model']} on vLLM {report['vllm_version']}, {report['device']}: "
-        f"{len(report['groups'])} groups"
+        f"{plural(len(report['groups']), 'group')}"
     )
     for index, group in enumerate(report["groups"]):
         extra = f", window {group['window']}" if group["window"] else ""
