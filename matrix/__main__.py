@@ -1,5 +1,5 @@
 """Command line: ``python -m matrix COMMAND``: run, merge, validate, crossversion, schema, bench,
-show-layout, explore, live, upstream."""
+show-layout, explore, live, upstream, bisect."""
 
 from __future__ import annotations
 
@@ -128,7 +128,14 @@ def main(argv: list[str] | None = None) -> int:
 
     live_cli.add_parser(commands)
     _upstream_parser(commands)
+    from matrix.tools.bisect import driver as bisect
+
+    bisect.add_arguments(
+        commands.add_parser("bisect", help="the first vLLM commit where a case's verdict changes")
+    )
     options = parser.parse_args(argv)
+    if options.command == "bisect":
+        return bisect.main(options)
     if options.command == "live":
         return live_cli.run(options)
     if options.command == "upstream":
