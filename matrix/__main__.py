@@ -86,6 +86,13 @@ def _explore_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def _explore(options: argparse.Namespace) -> int:
+    if options.escalate is not None:  # a bad file is a line now, not after vLLM's import
+        from matrix.explore.escalation import finding_problem
+
+        problem = finding_problem(options.escalate)
+        if problem is not None:
+            print(f"matrix explore --escalate: {problem}", file=sys.stderr)
+            return 2
     from matrix.explore import search
     from matrix.installed import installed_vllm_version
 

@@ -14,7 +14,7 @@ import pytest
 from matrix.adapters.protocol import VersionAdapter
 from matrix.case.expansion import CASE_SUFFIXES, Cell, cells_from_file
 from matrix.case.loading import CaseFileError, claim_name
-from matrix.case.model import is_model_file
+from matrix.case.model_paths import is_model_file
 from matrix.case.shipped import shipped_cases
 from matrix.gpus import pin_worker_gpu
 from matrix.installed import expected_stock

@@ -19,6 +19,34 @@ from hypothesis import strategies as st
 from matrix.case.reading import read_yaml
 from matrix.explore.strategies import REQUEST_IDS, Draw, events
 
+# The names explore gives the findings it writes, and docs/findings' convention.
+FINDING_PREFIXES = ("found_", "escalated_", "finding_")
+
+
+def finding_problem(path: Path) -> str | None:
+    """Why ``path`` is no finding to escalate (one line, read without vLLM), or None: a case
+    file that loads, written by explore (``found_*``) or as a finding (``finding_*``), or
+    expecting a variant to fail."""
+    from matrix.case.expansion import cells_from_file
+    from matrix.case.loading import CaseFileError
+
+    try:
+        cells = cells_from_file(path)
+    except CaseFileError as error:
+        return str(error)
+    if not cells:
+        return f"{path}: no cells to escalate"
+    case = cells[0].case.definition
+    expected = {cell.case.definition.expectation_for(cell.variant) for cell in cells}
+    if case.name.startswith(FINDING_PREFIXES) or expected - {"pass"}:
+        return None
+    return (
+        f"{path}: not a finding: case '{case.name}' expects every variant to pass, and "
+        "--escalate searches a failure's deployment consequence (give a found_*.yaml that "
+        "explore wrote, or a case that expects a stall)"
+    )
+
+
 # What of the finding the crowd keeps: its layout and engine, not its pool, events or verdicts.
 LAYOUT_KEYS = ("model", "layout", "max_model_len", "groups", "speculative", "engine", "limits")
 MAX_OFFSET = 8  # the window's first pool, at most this far above where an engine can start
