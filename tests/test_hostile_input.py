@@ -64,7 +64,11 @@ def unit(entry: str) -> Path:
 
 def test_the_corpus_covers_every_file_and_every_kind() -> None:
     named = {entry.split(":", 1)[0] for entry in ENTRIES}
-    on_disk = {p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*.yaml")}
+    on_disk = {
+        p.relative_to(CORPUS).as_posix()
+        for pattern in ("*.yaml", "config.json")
+        for p in CORPUS.rglob(pattern)
+    }
     assert on_disk - named == {"same_name/first.yaml"}  # valid: the name it repeats is taken here
     assert named <= on_disk and len(ENTRIES) >= 30
     kinds = {name.split("_")[0] for name in named}

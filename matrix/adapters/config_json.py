@@ -86,11 +86,16 @@ def _known_model_types() -> list[str]:
     return sorted(names)
 
 
+def _error(document: ConfigDocument, where: tuple[str | int, ...], message: str) -> ConfigJsonError:
+    line = document.line_of(where)
+    return ConfigJsonError(document.path, line, f"{where[0] if where else 'config'}: {message}")
+
+
 def _check_before_reading(model: ConfigModel, document: ConfigDocument) -> None:
     """What would make vLLM's reading fail with a page of traceback, as a line at its key."""
     problem = architecture_problem(model.architecture)
     if problem is not None:
-        raise ConfigJsonError(document.path, document.line_of(("architectures", 0)), problem)
+        raise _error(document, ("architectures", 0), problem)
     known = _known_model_types()
     where: tuple[str, ...] = ("text_config",) if "text_config" in document.data else ()
     for place in {(), where}:
@@ -99,7 +104,10 @@ def _check_before_reading(model: ConfigModel, document: ConfigDocument) -> None:
             guess = difflib.get_close_matches(str(model_type), known, n=1, cutoff=0.6)
             hint = f": did you mean '{guess[0]}'?" if guess else ""
             message = f"neither transformers nor vLLM knows model_type {model_type!r}{hint}"
-            raise document.error((*place, "model_type"), message)
+            key = ".".join([*place, "model_type"])
+            raise ConfigJsonError(
+                document.path, document.line_of((*place, "model_type")), f"{key}: {message}"
+            )
 
 
 def _one_line(error: Exception) -> str:
@@ -122,9 +130,7 @@ def _read(model: ConfigModel) -> tuple[ModelConfig, ConfigDocument]:
                 hf_overrides=_text_model,
             )
     except Exception as error:  # vLLM's and transformers' checks: ValueError, their own
-        raise ConfigJsonError(
-            document.path, 1, f"vLLM cannot read it: {_one_line(error)}"
-        ) from None
+        raise _error(document, (), f"vLLM cannot read it: {_one_line(error)}") from None
     return config, document
 
 
@@ -183,7 +189,7 @@ def description(model: ConfigModel) -> tuple[ModelDescription, Any]:
     try:
         kinds = layer_kinds(config)
     except (ValueError, IndexError, TypeError) as error:
-        raise ConfigJsonError(document.path, 1, f"vLLM's layers: {error}") from None
+        raise _error(document, (), f"vLLM's layers: {error}") from None
     attention = set(kinds) - {"mamba", "mla", "no_cache"}
     window = config.get_sliding_window() if "sliding_window" in kinds else None
     chunk = getattr(text, "attention_chunk_size", None) if "chunked_local" in kinds else None
@@ -193,7 +199,7 @@ def description(model: ConfigModel) -> tuple[ModelDescription, Any]:
     try:
         described = _described(model, config, document, kinds, mla, window, chunk, attention)
     except ValueError as error:  # pydantic's: the numbers vLLM read break a description rule
-        raise ConfigJsonError(document.path, 1, f"vLLM's numbers: {_one_line(error)}") from None
+        raise _error(document, (), f"vLLM's numbers: {_one_line(error)}") from None
     return described, config.hf_config
 
 

@@ -80,10 +80,10 @@ def _check_config_json(path: Path) -> ModelFileCheck:
     try:
         description(model)
         default_layout(model)
-    except ConfigJsonError as error:
-        found.errors.append(error)
+    except ConfigJsonError as error:  # at the path as the user gave it
+        found.errors.append(CaseFileError(path, error.line, error.message))
     except LayoutError as error:
-        found.errors.append(CaseFileError(path, 1, str(error)))
+        found.errors.append(CaseFileError(path, 1, f"config: {error}"))
     return found
 
 

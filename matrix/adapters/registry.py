@@ -70,8 +70,8 @@ def unknown_architecture(architecture: str, known: frozenset[str], version: str 
         records = list(recorded())
         span = f" (nor did any recorded release, {records[0]}-{records[-1]})" if records else ""
         return (
-            f"the installed {release} has no '{architecture}': transformers has this model "
-            f"class, vLLM does not{span}"
+            f"the installed vLLM has no '{architecture}': transformers has this model class, "
+            f"vLLM does not{span}"
         )
     guess = difflib.get_close_matches(architecture, list(known), n=1, cutoff=0.6)
     hint = f": did you mean '{guess[0]}'?" if guess else ""

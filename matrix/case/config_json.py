@@ -109,11 +109,30 @@ def key_lines(text: str) -> dict[Location, int]:
     return lines
 
 
+def _open_at_end(text: str) -> bool:
+    """Whether ``text`` ends inside a string, an object or an array (a file cut short)."""
+    depth, index = 0, 0
+    while index < len(text):
+        char = text[index]
+        if char == '"':
+            index += 1
+            while index < len(text) and text[index] != '"':
+                index += 2 if text[index] == "\\" else 1
+            if index >= len(text):
+                return True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+        index += 1
+    return depth > 0
+
+
 def _json_problem(error: json.JSONDecodeError, text: str) -> str:
     if not text.strip():
         return "the file is empty"
-    if error.pos >= len(text.rstrip()):
-        return "the JSON ends before it is complete: a truncated file?"
+    if _open_at_end(text):
+        return f"the JSON ends before it is complete: a truncated file? ({error.msg})"
     return f"not valid JSON: {error.msg} (column {error.colno})"
 
 
@@ -125,10 +144,10 @@ def read_config_json(path: Path) -> ConfigDocument:
         data = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
         raise CaseFileError(path, error.lineno, _json_problem(error, text)) from None
-    except ValueError as error:  # a duplicate key: its line is the second one's
+    except ValueError as error:  # a duplicate key: at its second occurrence
         key = str(error).split("'")[1]
-        line = next((n for n, row in enumerate(text.splitlines(), 1) if f'"{key}"' in row), 1)
-        raise CaseFileError(path, line, str(error)) from None
+        rows = [n for n, row in enumerate(text.splitlines(), 1) if f'"{key}"' in row]
+        raise CaseFileError(path, rows[1] if len(rows) > 1 else 1, str(error)) from None
     if not isinstance(data, dict):
         raise CaseFileError(
             path, 1, 'a config.json is a JSON object: {"architectures": [...], ...}'
