@@ -304,11 +304,6 @@ def test_a_model_vllm_lacks_is_not_a_misspelling() -> None:
         (None, "cannot read: No such file or directory"),
         ("name: [", "invalid YAML"),
         ("just text\n", "a case file is a mapping"),
-        (
-            "name: fine\ngroups: [{kind: full, block_size: 4}]\npool: 8\nrequests: [{id: a, "
-            "prompt: 8}]\n",
-            "not a finding: case 'fine' expects every variant to pass",
-        ),
     ],
 )
 def test_escalate_checks_its_file_before_importing_vllm(
@@ -323,9 +318,38 @@ def test_escalate_checks_its_file_before_importing_vllm(
     if text is not None:
         path.write_text(text)
     monkeypatch.setitem(sys.modules, "matrix.explore.search", None)  # importing it fails
+    monkeypatch.setitem(sys.modules, "matrix.run.cell", None)  # and so does running a cell
     assert main(["explore", "--escalate", str(path)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("matrix explore --escalate: ") and says in err[0]
+
+
+PASSING = """\
+name: fine
+groups: [{kind: full, block_size: 4}]
+speculative: {method: eagle, num_tokens: 1}
+pool: {start: 8, stop: 10}
+requests: [{id: a, prompt: 16}]
+"""
+
+
+@needs_vllm
+def test_escalating_a_case_that_passes_says_it_is_no_finding(
+    adapter: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 27 item 4: a case that is not a finding ran the search and exited 0."""
+    path = tmp_path / "fine.yaml"
+    path.write_text(PASSING)
+    monkeypatch.setitem(sys.modules, "matrix.explore.search", None)  # the search never starts
+    assert main(["explore", "--escalate", str(path), "--variant", "fixed"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "Triton" not in line]
+    assert err == [
+        f"matrix explore --escalate: {path}: not a finding on vLLM {installed_vllm_version()} "
+        "under fixed: its 1 cell(s) pass, so there is no failure to escalate"
+    ]
 
 
 @pytest.mark.parametrize(

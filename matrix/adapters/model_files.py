@@ -53,10 +53,12 @@ class HfConfigError(ValueError):
 
 
 @cache
-def _config_classes() -> dict[str, type]:
+def _model_types() -> frozenset[str]:
+    """The model types transformers knows (their config classes are imported one by one, as
+    asked: importing all of them takes seconds)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    return {name: CONFIG_MAPPING[name] for name in CONFIG_MAPPING}
+    return frozenset(CONFIG_MAPPING.keys())
 
 
 def _did_you_mean(word: str, known: Any) -> str:
@@ -67,11 +69,14 @@ def _did_you_mean(word: str, known: Any) -> str:
 def config_class(model_type: Any) -> type:
     """transformers' config class for ``model_type``; :class:`HfConfigError` with a
     did-you-mean (never the list of every model type) when there is none."""
-    classes = _config_classes()
-    if not isinstance(model_type, str) or model_type not in classes:
-        guess = _did_you_mean(str(model_type), classes)
+    known = _model_types()
+    if not isinstance(model_type, str) or model_type not in known:
+        guess = _did_you_mean(str(model_type), known)
         raise HfConfigError(f"transformers has no model_type {model_type!r}{guess}", "model_type")
-    return classes[model_type]
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config_type: type = CONFIG_MAPPING[model_type]
+    return config_type
 
 
 @cache

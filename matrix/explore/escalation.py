@@ -19,14 +19,9 @@ from hypothesis import strategies as st
 from matrix.case.reading import read_yaml
 from matrix.explore.strategies import REQUEST_IDS, Draw, events
 
-# The names explore gives the findings it writes, and docs/findings' convention.
-FINDING_PREFIXES = ("found_", "escalated_", "finding_")
-
 
 def finding_problem(path: Path) -> str | None:
-    """Why ``path`` is no finding to escalate (one line, read without vLLM), or None: a case
-    file that loads, written by explore (``found_*``) or as a finding (``finding_*``), or
-    expecting a variant to fail."""
+    """Why ``path`` is no case file to escalate (one line, read without vLLM), or None."""
     from matrix.case.expansion import cells_from_file
     from matrix.case.loading import CaseFileError
 
@@ -34,16 +29,29 @@ def finding_problem(path: Path) -> str | None:
         cells = cells_from_file(path)
     except CaseFileError as error:
         return str(error)
+    return None if cells else f"{path}: no cells to escalate"
+
+
+def not_failing(path: Path, variants: tuple[str, ...]) -> str | None:
+    """Why ``path`` is no finding on the installed release under ``variants`` (its cells
+    there pass, or it runs none of them), or None. Runs the case's cells: vLLM is imported."""
+    from matrix.adapters.selection import select_adapter
+    from matrix.case.expansion import cells_from_file
+    from matrix.installed import installed_vllm_version
+    from matrix.judge.verdict import judge_run
+    from matrix.run.cell import run_cell
+
+    adapter = select_adapter()
+    cells = [c for c in cells_from_file(path) if c.variant in variants]
+    names = ", ".join(variants)
     if not cells:
-        return f"{path}: no cells to escalate"
-    case = cells[0].case.definition
-    expected = {cell.case.definition.expectation_for(cell.variant) for cell in cells}
-    if case.name.startswith(FINDING_PREFIXES) or expected - {"pass"}:
+        return f"{path}: not a finding: it runs none of the variants searched ({names})"
+    runnable = [c for c in cells if adapter.unsupported(c.case.definition) is None]
+    if any(judge_run(run_cell(adapter, cell)).observed == "fail" for cell in runnable):
         return None
     return (
-        f"{path}: not a finding: case '{case.name}' expects every variant to pass, and "
-        "--escalate searches a failure's deployment consequence (give a found_*.yaml that "
-        "explore wrote, or a case that expects a stall)"
+        f"{path}: not a finding on vLLM {installed_vllm_version()} under {names}: its "
+        f"{len(cells)} cell(s) pass, so there is no failure to escalate"
     )
 
 
