@@ -1,11 +1,10 @@
-"""Command line: ``python -m matrix COMMAND``: run, validate, crossversion, schema, bench,
+"""Command line: ``python -m matrix COMMAND``: run, merge, validate, crossversion, schema, bench,
 show-layout, explore, live, upstream."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -14,39 +13,6 @@ from matrix.variant_names import VARIANT_NAMES
 
 DEFAULT_CASES = shipped_cases()
 REPORTS = Path("reports")
-
-
-def _run(pytest_args: list[str]) -> int:
-    """Every case on the installed vLLM, tables printed, reports under reports/."""
-    import pytest
-
-    from matrix.installed import installed_source, installed_vllm_version
-
-    version = installed_vllm_version()
-    if version is None:
-        print("matrix: cannot run: vLLM is not installed (use tox -e vllm033)", file=sys.stderr)
-        return 2
-    # A dev build's report never takes the name of the release it may share a version with.
-    stem = REPORTS / f"vllm-{version}{'-dev' if installed_source() else ''}"
-    args = [
-        str(DEFAULT_CASES),
-        "-q",
-        f"--matrix-report={stem}.json",
-        f"--matrix-report={stem}.md",
-        *default_workers(pytest_args),
-        *pytest_args,
-    ]
-    return int(pytest.main(args))
-
-
-def default_workers(pytest_args: list[str]) -> list[str]:
-    """``-n N`` unless the arguments choose (``-n``, ``--numprocesses``, ``-p no:xdist``): a
-    worker per core up to four, each importing vLLM once (seconds) and then running cells.
-    The controller never imports vLLM."""
-    chosen = ("-n", "--numprocesses", "-p")
-    if any(arg.startswith(chosen) for arg in pytest_args):
-        return []
-    return ["-n", str(min(4, os.cpu_count() or 1))]
 
 
 def _explore_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -136,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         "run", help="run every case and print the tables (pytest args after --)"
     )
     run.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    merge = commands.add_parser(
+        "merge", help="merge shard reports (--splits/--group runs) into each release's report"
+    )
+    merge.add_argument("shards", nargs="+", type=Path, help="shard JSON reports or folders")
+    merge.add_argument("--out", type=Path, default=REPORTS, help="where to write the reports")
     validate = commands.add_parser("validate", help="check case files without running them")
     validate.add_argument("paths", nargs="*", type=Path, default=[DEFAULT_CASES])
     validate.add_argument(
@@ -176,7 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "explore":
         return _explore(options)
     if options.command == "run":
-        return _run([a for a in options.pytest_args if a != "--"])
+        from matrix.runner.command import run_command
+
+        return run_command([a for a in options.pytest_args if a != "--"])
+    if options.command == "merge":
+        from matrix.report import merge as merge_module
+
+        return merge_module.main(options.shards, options.out)
     if options.command == "validate":
         from matrix.tools.validate import validate_files
 

@@ -6,6 +6,7 @@ checkout or a local wheel (a dev build), its path and git state from PEP 610's
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from importlib import metadata
@@ -29,6 +30,22 @@ def installed_distribution() -> metadata.Distribution | None:
         except metadata.PackageNotFoundError:
             continue
     return None
+
+
+def cache_base() -> Path:
+    """Where the matrix keeps what outlives a clone (vLLM's inspections, release archives, live
+    models): ``MATRIX_VLLM_CACHE``, or ``~/.cache/vllm-kv-matrix``, beside uv's cache."""
+    stated = os.environ.get("MATRIX_VLLM_CACHE")
+    return Path(stated) if stated else Path.home() / ".cache" / "vllm-kv-matrix"
+
+
+def vllm_cache_root() -> Path:
+    """vLLM's cache root for the installed vLLM (``VLLM_CACHE_ROOT``: what it learnt inspecting
+    model architectures, seconds each the first time): one per distribution and version, so
+    every env and clone of one release shares it and releases never overwrite each other."""
+    distribution = installed_distribution()
+    name = "none" if distribution is None else f"{distribution.metadata['Name']}-"
+    return cache_base() / f"{name}{'' if distribution is None else distribution.version}"
 
 
 def installed_vllm_version() -> str | None:

@@ -206,8 +206,39 @@ def test_a_cell_past_its_time_fails_naming_where_and_the_run_goes_on(
     ticks = iter(range(0, 10**9, 1000))  # every reading of the clock is 1,000 s later
     verdict = verdict_of(adapter, cell, clock=lambda: float(next(ticks)))
     assert (verdict.observed, verdict.kind, verdict.failing_pools) == ("fail", "timeout", (11,))
-    assert verdict.detail.startswith("slow-fixed ran past 300 s (limits.seconds), pool 11, ")
+    assert verdict.detail.startswith(
+        "slow-fixed ran past 300 s of CPU time (limits.seconds), pool 11, "
+    )
     assert "at step 1: a " in verdict.detail and "blocks free" in verdict.detail
+
+
+@needs_vllm
+def test_a_slow_machine_does_not_turn_a_passing_cell_into_a_timeout(
+    adapter: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard counts the cell's CPU time: a cell whose process waits (as one does on a busy
+    machine) and whose wall clock races ahead still passes; the same cell on a wall clock times
+    out, so the waiting really stretched it past its limit."""
+    import time
+
+    path = tmp_path / "waits.yaml"
+    path.write_text(
+        replaced(SMALL.format(name="waits"), ("pool: 12", "pool: 12\nlimits: {seconds: 1}"))
+    )
+    cell = cells_from_file(path)[0]
+    build = adapter.build
+
+    def descheduled(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(1.05)  # off the CPU: what another process's load does to this one
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(adapter, "build", descheduled)
+    on_the_wall = verdict_of(adapter, cell, clock=time.monotonic)
+    assert (on_the_wall.observed, on_the_wall.kind) == ("fail", "timeout")
+    jumps = iter(range(0, 10**9, 1000))  # and every wall-clock reading is 1,000 s later
+    monkeypatch.setattr(time, "monotonic", lambda: float(next(jumps)))
+    verdict = verdict_of(adapter, cell)
+    assert (verdict.observed, verdict.kind) == ("pass", "finished"), verdict.detail
 
 
 @needs_vllm

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from matrix.case.format import CaseFile
 from matrix.case.loading import CaseFileError, read_model_file
 from matrix.case.model_paths import model_file, no_model
+from matrix.wording import plural
 
 # A case key -> the option that sets it, so that a refused value names the option.
 OPTIONS = {
@@ -137,7 +138,7 @@ def main(options: argparse.Namespace) -> int:
         return 0
     print(
         f"{report['model']} on vLLM {report['vllm_version']}, {report['device']}: "
-        f"{len(report['groups'])} groups"
+        f"{plural(len(report['groups']), 'group')}"
     )
     for index, group in enumerate(report["groups"]):
         extra = f", window {group['window']}" if group["window"] else ""
