@@ -52,10 +52,17 @@ def _explore_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def _explore(options: argparse.Namespace) -> int:
+    variants = tuple(options.variants or ["stock"])
+    if options.escalate is not None:  # a bad file is a line now, not after vLLM's import
+        from matrix.explore.escalation import finding_problem, not_failing
+
+        problem = finding_problem(options.escalate) or not_failing(options.escalate, variants)
+        if problem is not None:
+            print(f"matrix explore --escalate: {problem}", file=sys.stderr)
+            return 2
     from matrix.explore import search
     from matrix.installed import installed_vllm_version
 
-    variants = tuple(options.variants or ["stock"])
     database = None
     if not options.no_database:
         database = options.database / f"vllm-{installed_vllm_version()}" / "+".join(variants)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from matrix.case.expansion import CASE_SUFFIXES
-from matrix.case.model import is_model_file
+from matrix.case.model_paths import is_model_file
 from matrix.case.shipped import shipped_cases
 from matrix.gpus import pin_worker_gpu
 from matrix.installed import expected_stock
