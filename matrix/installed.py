@@ -32,6 +32,22 @@ def installed_distribution() -> metadata.Distribution | None:
     return None
 
 
+def cache_base() -> Path:
+    """Where the matrix keeps what outlives a clone (vLLM's inspections, release archives, live
+    models): ``MATRIX_VLLM_CACHE``, or ``~/.cache/vllm-kv-matrix``, beside uv's cache."""
+    stated = os.environ.get("MATRIX_VLLM_CACHE")
+    return Path(stated) if stated else Path.home() / ".cache" / "vllm-kv-matrix"
+
+
+def vllm_cache_root() -> Path:
+    """vLLM's cache root for the installed vLLM (``VLLM_CACHE_ROOT``: what it learnt inspecting
+    model architectures, seconds each the first time): one per distribution and version, so
+    every env and clone of one release shares it and releases never overwrite each other."""
+    distribution = installed_distribution()
+    name = "none" if distribution is None else f"{distribution.metadata['Name']}-"
+    return cache_base() / f"{name}{'' if distribution is None else distribution.version}"
+
+
 def installed_vllm_version() -> str | None:
     """The installed vLLM's version, or None without vLLM."""
     distribution = installed_distribution()

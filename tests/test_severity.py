@@ -148,7 +148,7 @@ def test_the_models_table_says_what_a_deployment_meets() -> None:
     ]
     assert model_words([c for c in cells if c.variant == "fixed"][:2]) == "ok"
     header, rows = models_table(cells)
-    assert header == ["Model", "stock", "none", "Original", "This fix"]
+    assert header == ["Model", "stock", "none", "original", "fixed"]
     assert rows == [
         [
             "m",

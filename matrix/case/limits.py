@@ -28,7 +28,7 @@ LIMITS: dict[str, tuple[int, int, str]] = {
     "tokens": (2_097_152, 16_777_216, "prompt and output tokens"),
     "steps": (10_000, 1_000_000, "steps"),
     "cells": (1_000, 10_000, "cells"),
-    "seconds": (300, 3_600, "seconds"),  # the wall-clock guard of one cell
+    "seconds": (300, 3_600, "seconds"),  # the guard of one cell, in its own CPU seconds
 }
 
 Place = tuple[str | int, ...]

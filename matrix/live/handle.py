@@ -11,9 +11,10 @@ installed on the engine's scheduler exactly as on the harness's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from matrix.adapters.accounting import block_account
+from matrix.adapters.accounting import block_account, blocks_by_group, group_labels
 from matrix.adapters.handle import Handle, remote_prefill, status_of
 from matrix.adapters.protocol import (
     FINISHED,
@@ -113,6 +114,14 @@ class LiveHandle:
     def accounting(self) -> BlockAccount:
         """Where every block of the engine scheduler's pool is now."""
         return block_account(self.scheduler)
+
+    def blocks_held(self, request_ids: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+        """Each KV cache group's blocks per request, now (for a picture)."""
+        return blocks_by_group(self.scheduler, [self.engine_ids.get(r, r) for r in request_ids])
+
+    def group_labels(self) -> tuple[str, ...]:
+        """Each KV cache group in words, for a picture."""
+        return group_labels(self.scheduler)
 
     def settled(self) -> bool:
         """Nothing left that could free blocks, and the worker has heard of every finish."""

@@ -1,18 +1,17 @@
 """A cell's runs: its case resolved by the release (a described model's groups), the fit
 measured, then one fresh scheduler per pool size with the variant installed, all within the
-cell's wall-clock limit. ``matrix.judge`` turns the result into a verdict."""
+cell's limit of CPU time. ``matrix.judge`` turns the result into a verdict."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from time import monotonic
 
 from matrix.adapters.protocol import Startable, VersionAdapter
 from matrix.case.expansion import Cell
 from matrix.case.format import CaseFile
 from matrix.run.fit import measure_fit
-from matrix.run.playback import CellTimeout
+from matrix.run.playback import CellTimeout, cell_clock
 from matrix.run.pools import pool_sizes, run_pool
 from matrix.run.records import CellRun, RunTrace
 from matrix.run.served import served_fit, served_reruns
@@ -23,7 +22,7 @@ def run_cell(
     adapter: VersionAdapter,
     cell: Cell,
     variant: Variant | None = None,
-    clock: Callable[[], float] = monotonic,
+    clock: Callable[[], float] = cell_clock,
 ) -> CellRun:
     """Runs one cell at every pool size of its case. ``variant`` is the cell's variant when
     it is not a built-in (a user's, loaded by the run)."""
@@ -35,7 +34,8 @@ def run_cell(
     slack = definition.fit_slack
 
     def timed_out(where: str, timeout: CellTimeout) -> str:
-        return f"{cell.test_id} ran past {seconds} s (limits.seconds), {where}, {timeout}"
+        limit = f"{seconds} s of CPU time (limits.seconds)"
+        return f"{cell.test_id} ran past {limit}, {where}, {timeout}"
 
     try:
         case = adapter.resolve(definition)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from time import monotonic
 
 from matrix.adapters.protocol import WAITING, VersionAdapter
 from matrix.case.events import RunBound, RunEvent
 from matrix.case.format import CaseFile
+from matrix.run.playback import cell_clock
 from matrix.run.pools import run_pool
 from matrix.run.records import Fit, StepRecord
+from matrix.wording import plural
 
 
 def ample_pool(case: CaseFile) -> int:
@@ -32,7 +33,7 @@ def measure_fit(
     adapter: VersionAdapter,
     case: CaseFile,
     deadline: float = math.inf,
-    clock: Callable[[], float] = monotonic,
+    clock: Callable[[], float] = cell_clock,
 ) -> Fit:
     """The case's fit: each request's peak usage when it runs alone in an ample pool, and
     the least any request's admission takes. Raises ``RuntimeError`` when a request does not
@@ -53,7 +54,7 @@ def measure_fit(
             why = f": {trace.message}" if trace.message else ""
             raise RuntimeError(
                 f"request {request.id} does not finish alone in {ample} blocks: it stopped "
-                f"{trace.stopped} after {len(trace.steps)} steps{why}"
+                f"{trace.stopped} after {plural(len(trace.steps), 'step')}{why}"
             )
         fit = max(fit, ample - _least_free(trace.steps))
         admitted = next((r for r in trace.steps if r.state.requests[0].status != WAITING), None)

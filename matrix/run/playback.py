@@ -1,13 +1,14 @@
 """One run of a case's events on one scheduler: steps with snapshots, load completions and
 failures delivered as the worker would, aborts, the block accounting after every step, the
-wall-clock deadline, and the rule that decides a run can never change again ("stuck")."""
+deadline on the cell's own CPU time, and the rule that decides a run can never change again
+("stuck")."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from time import monotonic
+from time import process_time
 
 from matrix.adapters.protocol import (
     FINISHED,
@@ -32,15 +33,22 @@ from matrix.case.events import (
 )
 from matrix.case.format import CaseFile
 from matrix.run.records import StepRecord, StopReason
+from matrix.wording import plural
 
 # A state unchanged over this many steps with nothing scheduled will never change again.
 STUCK_AFTER = 2
 # Engine steps after the last request finished within which every block must be back.
 SETTLE_STEPS = 4
 
+# The clock of a cell's guard (``limits.seconds``): this process's CPU seconds, the cell's own
+# work. A busy or slowed machine stretches wall time, not this, so no verdict depends on load;
+# a cell that waits (nothing here does) would not run out its guard, but every run is also
+# bounded by its steps.
+cell_clock: Callable[[], float] = process_time
+
 
 class CellTimeout(Exception):
-    """A cell ran past its wall-clock limit (``limits.seconds``); carries the last state."""
+    """A cell ran past its limit (``limits.seconds`` of CPU time); carries the last state."""
 
     def __init__(self, step: int, state: SchedulerState, reserved: int) -> None:
         requests = ", ".join(
@@ -48,7 +56,8 @@ class CellTimeout(Exception):
             for r in state.requests
         )
         super().__init__(
-            f"at step {step}: {requests}; {state.free_blocks} blocks free, {reserved} reserved"
+            f"at step {step}: {requests}; {plural(state.free_blocks, 'block')} free, "
+            f"{reserved} reserved"
         )
 
 
@@ -69,7 +78,10 @@ class Playback:
     leak: str = ""  # the first block accounting violation
     reserved: int | None = None  # the reservation in force when the run stopped
     deadline: float = math.inf  # on ``clock``; checked after every step
-    clock: Callable[[], float] = monotonic  # injected by tests that need time to pass
+    clock: Callable[[], float] = cell_clock  # injected by tests that need time to pass
+    # Where a picture is drawn (run/steps.py), and only there: after each recorded step, each
+    # group's blocks per request (in the case's request order); None: not recorded.
+    held: list[tuple[tuple[int, ...], ...]] | None = None
     # The state before the first step, read once: the checks before a run's first step ask for
     # it several times, and reading it costs as much as a step's own bookkeeping.
     _before_first_step: SchedulerState | None = None
@@ -124,6 +136,8 @@ class Playback:
             self.records.append(
                 StepRecord(step, scheduled, state, outcome.free_blocks_while_running)
             )
+            if self.held is not None:
+                self.held.append(self.handle.blocks_held([r.id for r in self.case.requests]))
         self._check_blocks(step, outcome)
         if self.clock() > self.deadline:
             raise CellTimeout(step, state, self.handle.reservation())

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from time import monotonic
 
 from matrix.adapters.protocol import VersionAdapter
 from matrix.case.format import CaseFile
 from matrix.case.model import FitSweep
-from matrix.run.playback import CellTimeout, Playback, play
+from matrix.run.playback import CellTimeout, Playback, cell_clock, play
 from matrix.run.records import Fit, RunTrace
 from matrix.run.variants import VARIANTS, Variant
 
@@ -20,20 +19,26 @@ def run_pool(
     variant: Variant | str,
     pool: int,
     deadline: float = math.inf,
-    clock: Callable[[], float] = monotonic,
+    clock: Callable[[], float] = cell_clock,
+    record_blocks: bool = False,
 ) -> RunTrace:
     """A fresh scheduler of ``pool`` blocks, ``variant`` (a built-in's name or any
     :class:`Variant`) installed on it, the requests added and the case's events played.
     vLLM raising is a trace that stopped with ``error``; a passed deadline raises
-    :class:`CellTimeout`."""
+    :class:`CellTimeout`. ``record_blocks``: each group's blocks per request after every
+    step too (for a picture; see run/steps.py)."""
     rule = VARIANTS[variant] if isinstance(variant, str) else variant
     playback: Playback | None = None
+    groups: tuple[str, ...] = ()
     try:
         handle = adapter.build(case, pool)
         rule.apply(handle)
         for request in case.requests:
             handle.add_request(request)
-        playback = Playback(handle, case, deadline=deadline, clock=clock)
+        held: list[tuple[tuple[int, ...], ...]] | None = None
+        if record_blocks:
+            groups, held = handle.group_labels(), []
+        playback = Playback(handle, case, deadline=deadline, clock=clock, held=held)
         stopped, unmet = play(playback, list(case.events))
         return RunTrace(
             pool,
@@ -42,6 +47,8 @@ def run_pool(
             unmet_expectation=unmet,
             leak=playback.leak,
             reserved=playback.reserved,
+            groups=groups,
+            held=tuple(held or ()),
         )
     except CellTimeout:
         raise
@@ -55,6 +62,8 @@ def run_pool(
             f"{type(error).__name__}: {error}",
             leak=playback.leak,
             reserved=_reservation(playback),
+            groups=groups,
+            held=tuple(playback.held or ()),
         )
 
 

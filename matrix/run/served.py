@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from time import monotonic
 
 from matrix.adapters.protocol import Startable, VersionAdapter
 from matrix.case.format import CaseFile
 from matrix.run.fit import measure_fit
-from matrix.run.playback import CellTimeout
+from matrix.run.playback import CellTimeout, cell_clock
 from matrix.run.pools import run_pool
 from matrix.run.records import RunTrace
 from matrix.run.variants import Variant
@@ -30,7 +29,7 @@ def served_fit(
     fit: int,
     startable: Startable,
     deadline: float = math.inf,
-    clock: Callable[[], float] = monotonic,
+    clock: Callable[[], float] = cell_clock,
 ) -> int | None:
     """The fit on the served engine, asked only where it starts below ``fit``; None when not
     asked or not measurable (then the case's fit stands)."""
@@ -52,7 +51,7 @@ def served_reruns(
     fit: int,
     startable: Startable,
     deadline: float = math.inf,
-    clock: Callable[[], float] = monotonic,
+    clock: Callable[[], float] = cell_clock,
 ) -> tuple[RunTrace, ...]:
     """The ``unfinished`` pools from the fit and the startable pool up, run again on the
     served engine (none where the case already is that engine)."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix.case.reading import CaseFileError
+from matrix.installed import vllm_cache_root
 from matrix.upstream.expected import (
     TIERS,
     Change,
@@ -94,6 +95,7 @@ def _environment(hub: Path) -> dict[str, str]:
         # accelerator's cache after every test, and every test errors at teardown.
         VLLM_TARGET_DEVICE="cpu",
     )
+    env.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root()))  # the release's, as the matrix's
     return env
 
 
