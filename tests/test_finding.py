@@ -92,6 +92,8 @@ def test_the_issue_body_has_vllm_s_template_and_the_measured_releases(tmp_path: 
     assert "def test_align_async_load_that_cannot_be_promoted_is_not_admitted" in body
     assert "+    def get_num_blocks_to_promote(" in body
     assert "vLLM: 0.33.0" in body
+    assert "](findings/" not in body  # links relative to the doc lead nowhere in an issue
+    assert "](https://github.com/vllm-project/vllm/pull/46892)" in body
 
 
 def test_an_unknown_finding_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

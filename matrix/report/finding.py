@@ -110,8 +110,10 @@ def environment(reports: Sequence[ReleaseReport]) -> str:
 
 
 def _words(text: str) -> str:
-    """The doc's words for a report: who measured a figure is this project's bookkeeping."""
-    return text.replace(" *(lead's)*", "")
+    """The doc's words for a report: who measured a figure is this project's bookkeeping, and
+    a link relative to the doc leads nowhere in an issue (its text stays)."""
+    text = text.replace(" *(lead's)*", "")
+    return re.sub(r"\[([^\]]+)\]\((?!https?:)[^)]*\)", r"\1", text)
 
 
 def _section(title: str, text: str) -> list[str]:
