@@ -23,4 +23,7 @@ where a change goes); no module imports one from a role after its own:
    ``upstream/`` (``python -m matrix upstream``: vLLM's own tests, a variant applied).
 
 Importing this package, ``case``, ``judge``, ``report`` or ``plugin`` imports no vLLM.
+
+PYTEST_DONT_REWRITE: the package is imported before pytest starts (``python -m matrix run``)
+and its plugin asserts nothing that pytest's assertion rewriting should explain.
 """

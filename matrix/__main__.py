@@ -1,11 +1,10 @@
-"""Command line: ``python -m matrix COMMAND``: run, validate, crossversion, schema, bench,
-show-layout, explore, live, upstream."""
+"""Command line: ``python -m matrix COMMAND``: run, merge, validate, crossversion, schema, bench,
+show-layout, explore, live, upstream, bisect, finding."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -14,39 +13,6 @@ from matrix.variant_names import VARIANT_NAMES
 
 DEFAULT_CASES = shipped_cases()
 REPORTS = Path("reports")
-
-
-def _run(pytest_args: list[str]) -> int:
-    """Every case on the installed vLLM, tables printed, reports under reports/."""
-    import pytest
-
-    from matrix.installed import installed_source, installed_vllm_version
-
-    version = installed_vllm_version()
-    if version is None:
-        print("matrix: cannot run: vLLM is not installed (use tox -e vllm033)", file=sys.stderr)
-        return 2
-    # A dev build's report never takes the name of the release it may share a version with.
-    stem = REPORTS / f"vllm-{version}{'-dev' if installed_source() else ''}"
-    args = [
-        str(DEFAULT_CASES),
-        "-q",
-        f"--matrix-report={stem}.json",
-        f"--matrix-report={stem}.md",
-        *default_workers(pytest_args),
-        *pytest_args,
-    ]
-    return int(pytest.main(args))
-
-
-def default_workers(pytest_args: list[str]) -> list[str]:
-    """``-n N`` unless the arguments choose (``-n``, ``--numprocesses``, ``-p no:xdist``): a
-    worker per core up to four, each importing vLLM once (seconds) and then running cells.
-    The controller never imports vLLM."""
-    chosen = ("-n", "--numprocesses", "-p")
-    if any(arg.startswith(chosen) for arg in pytest_args):
-        return []
-    return ["-n", str(min(4, os.cpu_count() or 1))]
 
 
 def _explore_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -86,10 +52,17 @@ def _explore_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def _explore(options: argparse.Namespace) -> int:
+    variants = tuple(options.variants or ["stock"])
+    if options.escalate is not None:  # a bad file is a line now, not after vLLM's import
+        from matrix.explore.escalation import finding_problem, not_failing
+
+        problem = finding_problem(options.escalate) or not_failing(options.escalate, variants)
+        if problem is not None:
+            print(f"matrix explore --escalate: {problem}", file=sys.stderr)
+            return 2
     from matrix.explore import search
     from matrix.installed import installed_vllm_version
 
-    variants = tuple(options.variants or ["stock"])
     database = None
     if not options.no_database:
         database = options.database / f"vllm-{installed_vllm_version()}" / "+".join(variants)
@@ -129,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         "run", help="run every case and print the tables (pytest args after --)"
     )
     run.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    merge = commands.add_parser(
+        "merge", help="merge shard reports (--splits/--group runs) into each release's report"
+    )
+    merge.add_argument("shards", nargs="+", type=Path, help="shard JSON reports or folders")
+    merge.add_argument("--out", type=Path, default=REPORTS, help="where to write the reports")
     validate = commands.add_parser("validate", help="check case files without running them")
     validate.add_argument("paths", nargs="*", type=Path, default=[DEFAULT_CASES])
     validate.add_argument(
@@ -157,7 +135,19 @@ def main(argv: list[str] | None = None) -> int:
 
     live_cli.add_parser(commands)
     _upstream_parser(commands)
+    from matrix.tools.bisect import driver as bisect
+
+    bisect.add_arguments(
+        commands.add_parser("bisect", help="the first vLLM commit where a case's verdict changes")
+    )
+    from matrix.report import finding
+
+    finding.add_arguments(commands.add_parser("finding", help="a finding as a vLLM bug report"))
     options = parser.parse_args(argv)
+    if options.command == "bisect":
+        return bisect.main(options)
+    if options.command == "finding":
+        return finding.main(options)
     if options.command == "live":
         return live_cli.run(options)
     if options.command == "upstream":
@@ -169,7 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "explore":
         return _explore(options)
     if options.command == "run":
-        return _run([a for a in options.pytest_args if a != "--"])
+        from matrix.runner.command import run_command
+
+        return run_command([a for a in options.pytest_args if a != "--"])
+    if options.command == "merge":
+        from matrix.report import merge as merge_module
+
+        return merge_module.main(options.shards, options.out)
     if options.command == "validate":
         from matrix.tools.validate import validate_files
 

@@ -6,6 +6,7 @@ checkout or a local wheel (a dev build), its path and git state from PEP 610's
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from importlib import metadata
@@ -14,7 +15,7 @@ from typing import Literal
 from urllib.parse import unquote, urlparse
 
 from matrix.releases import shipped_variant
-from matrix.variant_names import BuiltInVariant
+from matrix.variant_names import VARIANT_NAMES, BuiltInVariant
 
 # The distributions that install the ``vllm`` package: the CUDA wheel, and the CPU wheel the
 # live engine runs on (docs/live.md), the same Python under another name.
@@ -29,6 +30,22 @@ def installed_distribution() -> metadata.Distribution | None:
         except metadata.PackageNotFoundError:
             continue
     return None
+
+
+def cache_base() -> Path:
+    """Where the matrix keeps what outlives a clone (vLLM's inspections, release archives, live
+    models): ``MATRIX_VLLM_CACHE``, or ``~/.cache/vllm-kv-matrix``, beside uv's cache."""
+    stated = os.environ.get("MATRIX_VLLM_CACHE")
+    return Path(stated) if stated else Path.home() / ".cache" / "vllm-kv-matrix"
+
+
+def vllm_cache_root() -> Path:
+    """vLLM's cache root for the installed vLLM (``VLLM_CACHE_ROOT``: what it learnt inspecting
+    model architectures, seconds each the first time): one per distribution and version, so
+    every env and clone of one release shares it and releases never overwrite each other."""
+    distribution = installed_distribution()
+    name = "none" if distribution is None else f"{distribution.metadata['Name']}-"
+    return cache_base() / f"{name}{'' if distribution is None else distribution.version}"
 
 
 def installed_vllm_version() -> str | None:
@@ -92,6 +109,24 @@ def source_of(distribution: metadata.Distribution) -> Source | None:
     return describe_path(path, "wheel" if "archive_info" in record else "checkout")
 
 
+# A built-in variant's name: stock on the installed vLLM must behave like it, whatever its
+# version says (a tree with the findings' patch: ``proposed``; tox -e patched033 sets it).
+STOCK_AS = "MATRIX_STOCK_AS"
+
+
 def expected_stock() -> BuiltInVariant:
-    """The variant stock is held to on the installed vLLM (see ``releases.shipped_variant``)."""
-    return shipped_variant(installed_vllm_version(), dev_build=installed_source() is not None)
+    """The variant stock is held to on the installed vLLM (see :func:`stock_expectation`)."""
+    return stock_expectation(installed_vllm_version(), installed_source())
+
+
+def stock_expectation(version: str | None, source: Source | None) -> BuiltInVariant:
+    """``MATRIX_STOCK_AS`` when set, else the variant the release ships (a dev build: the
+    newest release's; see ``releases.shipped_variant``); raises ValueError, one line, for a
+    name that is not a built-in variant."""
+    stated = os.environ.get(STOCK_AS)
+    if not stated:
+        return shipped_variant(version, dev_build=source is not None)
+    for name in VARIANT_NAMES:
+        if name == stated:
+            return name
+    raise ValueError(f"{STOCK_AS}={stated}: not a built-in variant ({', '.join(VARIANT_NAMES)})")

@@ -5,36 +5,39 @@ at the end. Thin hooks over pure functions; importing this module imports no tor
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from matrix.adapters.protocol import VersionAdapter
-from matrix.case.expansion import CASE_SUFFIXES, Cell, cells_from_file
-from matrix.case.loading import CaseFileError, claim_name
-from matrix.case.model import is_model_file
+from matrix.case.expansion import CASE_SUFFIXES
+from matrix.case.model_paths import is_model_file
 from matrix.case.shipped import shipped_cases
 from matrix.gpus import pin_worker_gpu
 from matrix.installed import expected_stock
-from matrix.judge.result import CellResult, result_of, skipped_result, wholly_skipped
-from matrix.report.files import run_info, terminal_lines, write_report
+from matrix.items import (
+    CELL_PROPERTY,
+    CaseFileCollector,
+    CellItem,
+    ships_key,
+    variants_key,
+    without_cell_record,
+)
+from matrix.judge.result import CellResult, wholly_skipped
+from matrix.report.files import (
+    REPORT_SUFFIX_HINT,
+    REPORT_SUFFIXES,
+    Shard,
+    run_info,
+    summary_lines,
+    write_report,
+)
+from matrix.report.merge import cell_id
 from matrix.report.tables import sort_cells
 from matrix.run.user_variants import VariantLoadError, run_variants
-from matrix.run.variants import Variant
-from matrix.variant_names import BuiltInVariant
 
-CELL_PROPERTY = "matrix_cell"
 cells_key = pytest.StashKey[list[CellResult]]()
-# The installed release's adapter, or one refusing every case with the reason (chosen once,
-# at the first cell, so collection never imports vLLM).
-adapter_key = pytest.StashKey[VersionAdapter]()
-# The variant the installed release ships, read once from its version (no vLLM import).
-ships_key = pytest.StashKey[BuiltInVariant]()
-names_key = pytest.StashKey[dict[str, tuple[Path, str]]]()  # case name -> its first file
-# The run's variants by name: the built-ins, then the user's (entry points, --matrix-variant).
-variants_key = pytest.StashKey[dict[str, Variant]]()
+# Every cell the run selected (after -k and -m), before pytest-split keeps one group of them.
+selected_key = pytest.StashKey[tuple[str, ...]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,7 +48,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="write the results as Markdown (.md) or JSON (.json); repeatable",
+        help="write the results as Markdown (.md), JSON (.json) or a self-contained HTML page "
+        "(.html); pictures go in a folder beside the .md; repeatable",
     )
     group.addoption(
         "--matrix-gpus",
@@ -61,6 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="MODULE:NAME",
         help="also run a reservation variant of your own: package.module:NAME or "
         "path/to/file.py:NAME (docs/variants.md); repeatable",
+    )
+    group.addoption(
+        "--matrix-no-tables",
+        action="store_true",
+        default=False,
+        help="write the --matrix-report files but print no tables (a forked worker's run)",
     )
     group.addoption(
         "--matrix-cases",
@@ -90,10 +100,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("matrix_cases"):
         _add_shipped_cases(config)
     for path in config.getoption("matrix_report"):
-        if Path(path).suffix not in (".md", ".json"):
-            raise pytest.UsageError(f"--matrix-report {path}: use a .md or .json file name")
+        if Path(path).suffix not in REPORT_SUFFIXES:
+            raise pytest.UsageError(f"--matrix-report {path}: {REPORT_SUFFIX_HINT}")
     config.stash[cells_key] = []
-    config.stash[ships_key] = expected_stock()
+    try:
+        config.stash[ships_key] = expected_stock()
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
     pin_worker_gpu(config.getoption("matrix_gpus"))
 
@@ -122,8 +135,17 @@ def _is_case_file(config: pytest.Config, path: Path) -> bool:
     return resolved in named or any(resolved.is_relative_to(r) for r in [*roots, *named])
 
 
-@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Records the cells the run selected: called after ``-k`` and ``-m`` deselect, and before
+    pytest-split keeps one group (its hook, also last, belongs to a plugin registered after
+    this module), so a shard's report names the whole run it is part of."""
+    config.stash[selected_key] = tuple(
+        item.cell.test_id for item in items if isinstance(item, CellItem)
+    )
+
+
+def _named_directories_hold_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A named directory that gave nothing to run says why, instead of "no tests ran"."""
     collected = [Path(item.path).resolve() for item in items]
     for path in _named_paths(config):
@@ -146,113 +168,17 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
     return pytest_collect_file(parent, path)
 
 
-class CaseFileCollector(pytest.File):
-    """A YAML case file as a pytest file: one test per cell."""
-
-    def collect(self) -> Iterator[pytest.Item]:
-        """The file's cells as tests, or one failing test when the file does not load."""
-        try:
-            run_variants_by_name = self.config.stash[variants_key]
-            variants = tuple(run_variants_by_name)
-            cells = cells_from_file(self.path, self.config.stash[ships_key], variants)
-            if cells:
-                names = self.config.stash.setdefault(names_key, {})
-                claim_name(names, cells[0].case.definition.name, self.path, cells[0].case.line)
-        except CaseFileError as error:
-            yield InvalidCaseFile.from_parent(self, name="invalid", problem=str(error))
-            return
-        for cell in cells:
-            item = CellItem.from_parent(self, name=cell.test_id, cell=cell)
-            item.add_marker("matrix")
-            item.add_marker(cell.variant)
-            yield item
-
-
-class InvalidCaseFile(pytest.Item):
-    """A case file that does not load: one failing test with a one-line reason."""
-
-    def __init__(self, *, problem: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.problem = problem
-
-    def runtest(self) -> None:
-        """Fails with the reason the case file does not load."""
-        raise InvalidCase(self.problem)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        """The reason, in one line."""
-        return self.problem
-
-    def reportinfo(self) -> tuple[Path, int, str]:
-        """The case file, named as an invalid case file."""
-        return self.path, 0, f"{self.path.name}: invalid case file"
-
-
-class CellMismatch(Exception):
-    """An observed cell differs from the case's expectation."""
-
-
-class InvalidCase(Exception):
-    """A case file that does not load."""
-
-
-def skip_reason(config: pytest.Config, cell: Cell) -> str | None:
-    """Why the installed vLLM cannot run this cell (a feature it lacks), or None."""
-    if adapter_key not in config.stash:
-        from matrix.adapters.selection import adapter_or_refusal
-
-        config.stash[adapter_key] = adapter_or_refusal()
-    return config.stash[adapter_key].unsupported(cell.case.definition)
-
-
-class CellItem(pytest.Item):
-    """One cell (a case under one variant) as a test: run, judged, its result recorded."""
-
-    def __init__(self, *, cell: Cell, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.cell = cell
-
-    def runtest(self) -> None:
-        """Runs the cell on the installed release; fails when it differs from the case."""
-        from matrix.judge.verdict import judge_run
-        from matrix.run.cell import run_cell
-
-        missing = skip_reason(self.config, self.cell)
-        if missing:
-            # The cell still reaches the tables, as skipped, with the reason.
-            skipped = skipped_result(self.cell, missing)
-            self.user_properties.append((CELL_PROPERTY, skipped.to_dict()))
-            # Reported at the case's line (-rs), as pytest reports a skip marker.
-            raise pytest.skip.Exception(missing, _use_item_location=True)
-        variant = self.config.stash[variants_key][self.cell.variant]
-        verdict = judge_run(run_cell(self.config.stash[adapter_key], self.cell, variant))
-        result = result_of(self.cell, verdict)
-        self.user_properties.append((CELL_PROPERTY, result.to_dict()))
-        if not result.as_expected:
-            raise CellMismatch(
-                f"expected {self.cell.expected}, observed {verdict.observed} "
-                f"({verdict.kind}): {verdict.detail}"
-            )
-
-    def repr_failure(
-        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
-    ) -> str | Any:
-        """A mismatch in one line at the expectation's place in the case file."""
-        if isinstance(excinfo.value, CellMismatch):
-            return f"{self.cell.case.source}:{self.cell.line}: {excinfo.value}"
-        return super().repr_failure(excinfo)
-
-    def reportinfo(self) -> tuple[Path, int, str]:
-        """The case file and the line of the cell's expectation."""
-        return self.path, self.cell.line - 1, self.name
-
-
 class CellCollector:
     """Gathers cells from test reports; under xdist the controller receives the workers'
     reports, properties included, so the tables are whole."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+
+    @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """A named directory that gave nothing to run is an error."""
+        _named_directories_hold_cases(self.config, items)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keeps the cell result a test recorded in its call phase."""
@@ -261,6 +187,10 @@ class CellCollector:
         for name, value in report.user_properties:
             if name == CELL_PROPERTY and isinstance(value, dict):
                 self.config.stash[cells_key].append(CellResult.from_dict(value))
+
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        """The teardown report, whose properties JUnit XML writes, keeps the headline ones."""
+        item.user_properties[:] = without_cell_record(item.user_properties)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -283,11 +213,20 @@ def pytest_terminal_summary(
     if not cells:
         return
     info = run_info()
-    terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
-    for line in terminal_lines(cells, info):
-        terminalreporter.write_line(line)
-    for line in wholly_skipped(cells):
-        terminalreporter.write_line(f"matrix: FAILED: {line}", red=True)
+    if not config.getoption("matrix_no_tables"):
+        terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
+        for line in summary_lines(cells, info):
+            terminalreporter.write_line(line, red=line.startswith("matrix: FAILED"))
+    shard = _shard(config, cells)
     for path in config.getoption("matrix_report"):
-        write_report(Path(path), cells, info)
+        write_report(Path(path), cells, info, shard)
         terminalreporter.write_line(f"matrix report written to {path}")
+
+
+def _shard(config: pytest.Config, cells: list[CellResult]) -> Shard | None:
+    """The part of the run these cells are, when pytest-split ran one group of it."""
+    splits, group = config.getoption("splits", None), config.getoption("group", None)
+    if not (splits and group):
+        return None
+    selected = config.stash.get(selected_key, tuple(cell_id(c) for c in cells))
+    return Shard(group, splits, selected)

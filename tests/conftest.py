@@ -61,6 +61,14 @@ def write_case(tmp_path: Path) -> WriteCase:
     return write
 
 
+@pytest.fixture(autouse=True)
+def pictures_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test sees pictures as a user does, whatever CI's runs set (MATRIX_PICTURES)."""
+    from matrix.report.gallery import SWITCH
+
+    monkeypatch.delenv(SWITCH, raising=False)
+
+
 @pytest.fixture(scope="session")
 def adapter() -> Any:
     if not HAVE_VLLM:

@@ -81,7 +81,7 @@ def layout_of(slug: str, **settings: Any) -> Any:
     from matrix.adapters.kv_cache import layout_for
     from matrix.case.format import CaseFile
     from matrix.case.loading import read_description
-    from matrix.case.model import SHIPPED_DESCRIPTIONS
+    from matrix.case.model_paths import SHIPPED_MODELS as SHIPPED_DESCRIPTIONS
 
     case = CaseFile.model_validate(
         {

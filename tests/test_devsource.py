@@ -61,6 +61,24 @@ def test_the_version_comes_from_the_package_then_git_then_the_user(
     assert checkout_version(bare) == "0.31.0"
 
 
+def test_a_release_candidate_tag_gives_the_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit on vLLM's main branch describes itself from the last tag, often a release
+    candidate's (bisect judges such commits)."""
+    monkeypatch.delenv("VLLM_VERSION", raising=False)
+    checkout = make_checkout(tmp_path / "co")
+    git(checkout, "init", "-q")
+    git(checkout, "add", ".")
+    git(checkout, "commit", "-qm", "one")
+    git(checkout, "tag", "v0.34.0rc1")
+    (checkout / "vllm" / "new.py").write_text("")
+    git(checkout, "add", ".")
+    git(checkout, "commit", "-qm", "two")
+    sha = git(checkout, "rev-parse", "--short", "HEAD")
+    assert checkout_version(checkout) == f"0.34.0rc1+1.g{sha}"
+
+
 def test_the_source_names_its_commit_and_whether_it_is_dirty(tmp_path: Path) -> None:
     checkout = make_checkout(tmp_path / "co")
     assert describe_path(checkout, "checkout").commit is None

@@ -175,7 +175,10 @@ def report_of(*pools: PoolAgreement, skipped: str = "") -> LiveReport:
     return LiveReport("0.31.0", "cpu", pools="all", hang_steps=8, cells=cells, wall_seconds=3.0)
 
 
-def test_agreement_in_the_table_and_the_json(tmp_path: Path) -> None:
+def test_agreement_in_the_table_and_the_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # xdist's workers say 80: the table would wrap
     agreeing = report_of(agreement(7, "refused", "refused"), agreement(8, "hang", "hang"))
     assert exit_status(agreeing) == 0
     data = to_json(agreeing)

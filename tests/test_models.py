@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
+from matrix.case.config_json import ConfigModel
 from matrix.case.expansion import case_files, cells_from_file
 from matrix.case.loading import CaseFileError, read_description
-from matrix.case.model import SHIPPED_DESCRIPTIONS, is_model_file
+from matrix.case.model_paths import SHIPPED_MODELS as SHIPPED_DESCRIPTIONS
+from matrix.case.model_paths import is_model_file
 from tests.helpers import CASES, WriteCase, needs_vllm, replaced
 
 TINY_MODEL = """\
@@ -97,7 +99,12 @@ def problem(path: Path) -> CaseFileError:
 def test_unknown_model_is_a_line_error(write_case: WriteCase) -> None:
     error = problem(write_case(replaced(MODEL_CASE, ("tiny-model", "tiny-modle"))))
     assert error.line == 2
-    assert error.message.startswith("model: no model 'tiny-modle' (described: deepseek-v3")
+    assert error.message.startswith("model: no model 'tiny-modle': 14 are shipped")
+    beside = error.path.parent / "models"
+    beside.mkdir()
+    (beside / "tiny-model.yaml").write_text(TINY_MODEL)
+    again = problem(error.path)
+    assert again.message.startswith("model: no model 'tiny-modle': did you mean 'tiny-model'?")
 
 
 @pytest.mark.parametrize(
@@ -129,7 +136,7 @@ def test_groups_and_a_described_model_exclude_each_other(write_case: WriteCase) 
         replaced(MODEL_CASE, ("tiny-model", "llama-3.1-8b"))
         + "groups: [{kind: full, block_size: 4}]\n"
     )
-    assert problem(write_case(text)).message.startswith("groups: a described model's groups")
+    assert problem(write_case(text)).message.startswith("groups: a model file's groups")
 
 
 def test_model_as_a_matrix_axis(tmp_path: Path) -> None:
@@ -141,7 +148,8 @@ def test_model_as_a_matrix_axis(tmp_path: Path) -> None:
         cell.case.case_id: cell.case.definition for cell in cells_from_file(tmp_path / "tiny.yaml")
     }
     assert cases["tiny[model=tiny-model]"].described.num_layers == 4  # type: ignore[union-attr]
-    assert cases["tiny[model=llama-3.1-8b]"].described.num_layers == 32  # type: ignore[union-attr]
+    shipped = cases["tiny[model=llama-3.1-8b]"].described
+    assert isinstance(shipped, ConfigModel) and shipped.architecture == "LlamaForCausalLM"
 
 
 @needs_vllm
@@ -300,6 +308,10 @@ def test_validate_reads_model_folders(capsys: pytest.CaptureFixture[str]) -> Non
     from matrix.__main__ import main
 
     assert main(["validate", str(SHIPPED_DESCRIPTIONS)]) == 0
-    lines = [line for line in capsys.readouterr().out.splitlines() if "vLLM is not" not in line]
-    assert len(lines) == len(SHIPPED)
-    assert all(line.endswith(": ok, a model description") for line in lines)
+    *lines, summary = [
+        line for line in capsys.readouterr().out.splitlines() if "vLLM is not" not in line
+    ]
+    files = len(SHIPPED) + len(list(SHIPPED_DESCRIPTIONS.glob("*/config.json")))
+    assert summary == f"0 case files, {files} model files: ok"
+    assert len(lines) == files
+    assert all(line.endswith((": ok, a model description", "config.json")) for line in lines)

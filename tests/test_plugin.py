@@ -18,8 +18,10 @@ SMALL = TWO_GROUP_CASE
 
 
 @pytest.fixture
-def project(inline: pytest.Pytester) -> pytest.Pytester:
-    """A project with one small case, run in this process (see the ``inline`` fixture)."""
+def project(inline: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A project with one small case, run in this process (see the ``inline`` fixture), its
+    tables as wide as without a terminal (xdist's workers say 80 columns)."""
+    monkeypatch.setenv("COLUMNS", "120")
     inline.makefile(".ini", pytest=INI)
     (inline.path / "cases").mkdir()
     (inline.path / "cases" / "small.yaml").write_text(SMALL)
@@ -157,7 +159,7 @@ def test_shipped_cases_reproduce_the_upstream_table(adapter: Any) -> None:
 def test_report_name_is_checked_before_running(project: pytest.Pytester) -> None:
     result = project.runpytest_inprocess("--matrix-report=out.txt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--matrix-report out.txt: use a .md or .json file name"])
+    result.stderr.fnmatch_lines(["*--matrix-report out.txt: use a .md, .json or .html file name"])
 
 
 def test_a_case_file_named_on_the_command_line(inline: pytest.Pytester) -> None:

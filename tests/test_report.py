@@ -9,6 +9,7 @@ import pytest
 
 from matrix.judge.result import CellResult
 from matrix.report.files import RunInfo, markdown_report, write_report
+from matrix.report.gallery import available, planned
 from matrix.report.tables import case_table, summary_table
 
 INFO = RunInfo("0.33.0", ships="fixed")
@@ -61,7 +62,8 @@ def test_markdown_report(tmp_path: Path) -> None:
     assert "expected to behave like `fixed`" in text
     assert "`multi[k=3]-original`: detail" in text
     write_report(tmp_path / "r.md", CELLS, INFO)
-    assert (tmp_path / "r.md").read_text() == text
+    drawn = planned(CELLS) if available() else None
+    assert (tmp_path / "r.md").read_text() == markdown_report(CELLS, INFO, "r", drawn)
 
 
 def test_json_report(tmp_path: Path) -> None:
@@ -76,7 +78,7 @@ def test_json_report(tmp_path: Path) -> None:
 
 
 def test_unknown_report_suffix(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"\.md or \.json"):
+    with pytest.raises(ValueError, match=r"\.md, \.json or \.html"):
         write_report(tmp_path / "r.txt", CELLS, RunInfo(None))
 
 

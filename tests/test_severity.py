@@ -56,6 +56,20 @@ def test_a_pool_the_served_engine_fits_is_no_sizer_failure() -> None:
     assert severity_of(RunOutcome(12, "not_admitted", ""), FIT, 10, 11) == "undersized"
 
 
+def test_undersized_from_startable_up_is_a_failure_only_the_case_s_engine_has() -> None:
+    # single_group[k=7] on 0.33: vLLM starts the engine sized for the request with 8 blocks,
+    # where the request fits (served fit 8); the case's engine (max_model_len 1024) needs 9.
+    refused = RunOutcome(8, "not_admitted", "")
+    assert severity_of(refused, 9, 8, served_fit=8) == "undersized"
+    # Without the served engine's fit, the same pool is one vLLM starts with and the request
+    # cannot run in: the sizer's failure.
+    assert severity_of(refused, 9, 8) == "sizer"
+    # Below startable: no engine serving the request has the pool at all.
+    assert severity_of(RunOutcome(7, "not_admitted", ""), 9, 8, served_fit=8) == "undersized"
+    # From the served engine's fit up, a stall below the case's fit is still unpromotable.
+    assert severity_of(RunOutcome(8, "stall", ""), 9, 8, served_fit=8) == "unpromotable"
+
+
 def test_a_deadlock_must_fail_on_the_served_engine_too() -> None:
     stalled = RunOutcome(17, "stall", "")
     assert severity_of(stalled, FIT, 12, served="stall") == "deadlock"
@@ -134,7 +148,7 @@ def test_the_models_table_says_what_a_deployment_meets() -> None:
     ]
     assert model_words([c for c in cells if c.variant == "fixed"][:2]) == "ok"
     header, rows = models_table(cells)
-    assert header == ["Model", "stock", "none", "Original", "This fix"]
+    assert header == ["Model", "stock", "none", "original", "fixed"]
     assert rows == [
         [
             "m",

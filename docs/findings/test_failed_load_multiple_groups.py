@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
-# upstream folder: tests/v1/kv_connector/unit
 """A failed NIXL load on a layout of several full-attention KV cache groups.
 
 NixlConnectorWorker reports a failed load at block level (invalid_block_ids,
@@ -12,21 +11,14 @@ several groups that are all FullAttentionSpec. The scheduler's
 than one group, with a RuntimeError that takes the engine down.
 """
 
-import tempfile
-import time
+from concurrent.futures import Future
 from unittest.mock import MagicMock, patch
 
 import pytest
 import torch
 
-from vllm.config import VllmConfig, set_current_vllm_config
-from vllm.distributed import cleanup_dist_env_and_memory
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
 from vllm.distributed.kv_transfer.kv_connector.v1.nixl import NixlConnector
-from vllm.distributed.parallel_state import (
-    init_distributed_environment,
-    initialize_model_parallel,
-)
 from vllm.forward_context import ForwardContext
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.kv_cache_interface import (
@@ -48,23 +40,6 @@ pytestmark = pytest.mark.cpu_test
 
 BLOCK_SIZE = 16
 NUM_BLOCKS = 100
-
-
-@pytest.fixture
-def tp1_dist():
-    """One-rank gloo group, as the `dist_init` fixture of tests/conftest.py
-    sets up (kept local: tests/utils.py needs the serving stack)."""
-    with tempfile.NamedTemporaryFile() as store, set_current_vllm_config(VllmConfig()):
-        init_distributed_environment(
-            world_size=1,
-            rank=0,
-            distributed_init_method=f"file://{store.name}",
-            local_rank=0,
-            backend="gloo",
-        )
-        initialize_model_parallel(1, 1)
-        yield
-    cleanup_dist_env_and_memory()
 
 
 def two_full_attention_groups(num_blocks: int) -> KVCacheConfig:
@@ -96,12 +71,22 @@ def two_full_attention_groups(num_blocks: int) -> KVCacheConfig:
     )
 
 
-@pytest.mark.parametrize("policy", ["recompute", "fail"])
+@pytest.mark.parametrize(
+    ("policy", "status"),
+    [
+        # The request is prefilled locally instead.
+        ("recompute", RequestStatus.RUNNING),
+        # The request is finished with an error; the engine goes on.
+        ("fail", RequestStatus.FINISHED_ERROR),
+    ],
+)
 @patch(
     "vllm.distributed.kv_transfer.kv_connector.v1.nixl.base_worker.NixlWrapper",
     MagicMock(),
 )
-def test_failed_load_with_two_full_attention_groups(tp1_dist, policy):
+def test_failed_load_with_two_full_attention_groups(
+    default_vllm_config, dist_init, policy, status
+):
     vllm_config = create_vllm_config(
         block_size=2 * BLOCK_SIZE,
         kv_load_failure_policy=policy,
@@ -137,29 +122,25 @@ def test_failed_load_with_two_full_attention_groups(tp1_dist, policy):
     assert request.status == RequestStatus.WAITING_FOR_REMOTE_KVS
 
     # The worker side receives the scheduler's metadata; the handshake with the
-    # prefill instance fails, so the load fails.
+    # prefill instance has failed, so the load fails.
     worker = NixlConnector(vllm_config, KVConnectorRole.WORKER, kv_cache_config)
     assert not worker.connector_worker._is_hma_required
     # register_kv_caches (which builds the transfer topology) needs device
     # caches; the failed handshake below never reads the topology.
     worker.connector_worker.transfer_topo = MagicMock()
+    handshake: Future = Future()
+    handshake.set_exception(RuntimeError("prefill instance unreachable"))
     with patch.object(
-        worker.connector_worker,
-        "_nixl_handshake",
-        side_effect=RuntimeError("prefill instance unreachable"),
+        worker.connector_worker, "_ensure_handshake", return_value=handshake
     ):
         worker.bind_connector_metadata(scheduler_output.kv_connector_metadata)
         worker.start_load_kv(
             ForwardContext(no_compile_layers={}, attn_metadata={}, slot_mapping={})
         )
-        deadline = time.monotonic() + 5
-        while True:
-            results = worker.get_transfer_results(set())
-            if results.finished_recving or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+    results = worker.get_transfer_results(set())
+    assert results.finished_recving == {request.request_id}
     assert results.failed_recving == {request.request_id}
-    # Block-level too: the request's blocks of the first group.
+    # And the request's blocks, where the worker reports the failure per block.
     invalid_block_ids = worker.get_block_ids_with_load_errors()
 
     # What the model runner hands the scheduler (KVConnectorModelRunnerMixin).
@@ -169,11 +150,7 @@ def test_failed_load_with_two_full_attention_groups(tp1_dist, policy):
         failed_recving=results.failed_recving,
         invalid_block_ids=invalid_block_ids,
     )
-    # Correct behaviour: the policy runs (recompute locally or finish the
-    # request with an error); the engine does not raise.
+    # The policy runs; the engine does not raise.
     scheduler.update_from_output(scheduler.schedule(), output)
     scheduler.schedule()
-    if policy == "recompute":
-        assert request.status == RequestStatus.RUNNING
-    else:
-        assert request.is_finished()
+    assert request.status == status

@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
-# upstream folder: tests/v1/core
 """The public start-up check and the engine's own sizing must agree.
 
 EngineCore sizes the KV cache with get_kv_cache_configs, which checks one

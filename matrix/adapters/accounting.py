@@ -1,4 +1,5 @@
-"""Where every block of a scheduler's pool is, read from vLLM's own block pool and managers.
+"""Where every block of a scheduler's pool is, read from vLLM's own block pool and managers
+(and, for a picture, each group's blocks per request).
 
 A block is free (in the pool's free queue, cached or not), held (in some request's block
 table, in any KV cache group, or waiting in the scheduler's deferred frees), or the null
@@ -7,6 +8,8 @@ block. Nothing else may keep one: a block in none of these places has leaked.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from matrix.adapters.protocol import BlockAccount
@@ -42,3 +45,32 @@ def block_account(scheduler: Any) -> BlockAccount:
             )
         )
     return BlockAccount(pool=pool.num_gpu_blocks, free=free, held=len(held), holders=holders)
+
+
+def blocks_by_group(scheduler: Any, request_ids: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+    """Each KV cache group's blocks (but the null block) per request, in ``request_ids``'
+    order; a request not holding any has 0."""
+    return tuple(
+        tuple(
+            sum(not block.is_null for block in group.req_to_blocks.get(request_id, ()))
+            for request_id in request_ids
+        )
+        for group in scheduler.kv_cache_manager.coordinator.single_type_managers
+    )
+
+
+def group_labels(scheduler: Any) -> tuple[str, ...]:
+    """Each KV cache group in words, from vLLM's spec: ``full attention, 16-token blocks``,
+    ``sliding window 4096, 16-token blocks``, ``mamba (align), 64-token blocks``."""
+    labels = []
+    for group in scheduler.kv_cache_manager.coordinator.single_type_managers:
+        spec = group.kv_cache_spec
+        name = re.sub(r"Spec$", "", type(spec).__name__)
+        words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name).lower()
+        detail = getattr(spec, "sliding_window", None) or getattr(
+            spec, "attention_chunk_size", None
+        )
+        mode = getattr(spec, "mamba_cache_mode", None)
+        words += f" {detail}" if detail else f" ({mode})" if mode else ""
+        labels.append(f"{words}, {group.block_size}-token blocks")
+    return tuple(labels)

@@ -4,7 +4,9 @@ cache, speculative decoding, the NIXL connector), built by vLLM's own config cla
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from vllm.config import (
@@ -19,7 +21,7 @@ from vllm.config import (
 )
 
 from matrix.case.format import CaseFile
-from matrix.case.model import ENGINE_CONFIG_DEFAULT, model_directory
+from matrix.case.model_paths import ENGINE_CONFIG_DEFAULT, model_directory
 
 
 def cache_block_size(case: CaseFile) -> int:
@@ -134,13 +136,39 @@ def async_refusal(case: CaseFile) -> str | None:
         return reasons[0].removeprefix("Value error, ").split(" [type=")[0]
 
 
+@dataclass(frozen=True)
+class _ContextLength:
+    """``hf_overrides`` giving the engine's stand-in model a context as long as the case's
+    ``max_model_len``: the scheduler reads the model only through the KV cache layout, so
+    the stand-in's own length must not bound a case (a model file's own length is checked
+    against vLLM's reading of that file). Callable, so that vLLM hands it to the draft
+    model's config too."""
+
+    length: int
+
+    def __call__(self, config: Any) -> Any:
+        stated = getattr(config, "max_position_embeddings", None) or 0
+        config.max_position_embeddings = max(stated, self.length)
+        return config
+
+
+def _longer_context(settings: EngineSettings) -> _ContextLength | dict[str, Any]:
+    path = Path(settings.model_dir) / "config.json"
+    stated = json.loads(path.read_text(encoding="utf-8")).get("max_position_embeddings")
+    if isinstance(stated, int) and settings.max_model_len > stated:
+        return _ContextLength(settings.max_model_len)
+    return {}
+
+
 def build_vllm_config(settings: EngineSettings) -> VllmConfig:
     """The engine configuration built by vLLM's own config classes on a CPU."""
+    overrides = _longer_context(settings)
     model = ModelConfig(
         model=settings.model_dir,
         skip_tokenizer_init=True,
         max_model_len=settings.max_model_len,
         dtype="float32",
+        hf_overrides=overrides,
     )
     scheduler = SchedulerConfig(
         max_model_len=settings.max_model_len,

@@ -137,6 +137,17 @@ def device_layout(model: ModelDescription, settings: LayoutSettings, mla: bool) 
     return DeviceLayout(backend, block, kernel, _checkpoint_alignment(model, settings, profile))
 
 
+def device_problem(model: ModelDescription, settings: LayoutSettings) -> str | None:
+    """What ``settings.device``'s profile cannot derive for ``model`` (an MLA model on a CPU,
+    an fp8 cache on SM90...), or None. Pure: ``validate`` asks it without importing vLLM."""
+    mla = model.mla is not None and model.num_kv_heads is None
+    try:
+        _refuse_unseen(model, settings, PROFILES[settings.device], mla)
+    except DeviceError as error:
+        return str(error)
+    return None
+
+
 def _checkpoint_alignment(
     model: ModelDescription, settings: LayoutSettings, profile: DeviceProfile
 ) -> int | None:

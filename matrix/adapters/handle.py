@@ -9,7 +9,7 @@ and each release's module (``v0_30`` ...) implements them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 from vllm.sampling_params import SamplingParams
@@ -19,7 +19,7 @@ from vllm.v1.kv_cache_interface import KVCacheConfig, MambaSpec
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 
-from matrix.adapters.accounting import block_account
+from matrix.adapters.accounting import block_account, blocks_by_group, group_labels
 from matrix.adapters.admission import admission_need
 from matrix.adapters.blueprint import blueprint
 from matrix.adapters.engine_loop import EngineLoop, Worker
@@ -160,6 +160,14 @@ class Handle:
     def accounting(self) -> BlockAccount:
         """Where every block of the pool is now."""
         return block_account(self.scheduler)
+
+    def blocks_held(self, request_ids: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+        """Each KV cache group's blocks per request, now (for a picture)."""
+        return blocks_by_group(self.scheduler, [self.scheduler_request_id(r) for r in request_ids])
+
+    def group_labels(self) -> tuple[str, ...]:
+        """Each KV cache group in words, for a picture."""
+        return group_labels(self.scheduler)
 
     def settled(self) -> bool:
         """No request, batch or deferred free is left that could still return blocks."""

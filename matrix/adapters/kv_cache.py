@@ -9,6 +9,8 @@ described case's groups from its derived layout, so the rest of the matrix reads
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from vllm.v1.kv_cache_interface import (
     ChunkedLocalAttentionSpec,
@@ -28,9 +30,10 @@ from matrix.adapters.config import (
     engine_settings,
     vllm_config_for,
 )
-from matrix.adapters.layout import DerivedLayout, derive_layout
+from matrix.adapters.layout import DerivedLayout, LayoutError, derive_layout
+from matrix.case.config_json import ConfigModel
 from matrix.case.format import CaseFile
-from matrix.case.model import LayoutSettings, PromptInBlocks
+from matrix.case.model import LayoutSettings, ModelDescription, PromptInBlocks
 from matrix.case.parts import Group
 
 
@@ -90,12 +93,31 @@ def layout_for(case: CaseFile) -> DerivedLayout:
     engine = engine_settings(case.model_copy(update={"groups": []}))
     key = (case.described.model_dump_json(), case.layout, _spec_tokens(case), engine)
     if key not in _layouts:
+        model, hf_config = described_model(case)
         # A fresh config: the derivation sets its block size as the engine's alignment would.
         derived = derive_layout(
-            case.described, case.layout, _spec_tokens(case), build_vllm_config(engine)
+            model, case.layout, _spec_tokens(case), build_vllm_config(engine), hf_config
         )
         _layouts[key] = derived
     return _layouts[key]
+
+
+def described_model(case: CaseFile) -> tuple[ModelDescription, Any]:
+    """A model case's numbers (a config.json read by vLLM, or a description) and the config
+    object vLLM read (None for a description); raises ``layout.LayoutError``."""
+    assert case.described is not None
+    if not isinstance(case.described, ConfigModel):
+        return case.described, None
+    from matrix.adapters.config_json import ConfigJsonError, check_max_model_len, description
+
+    try:
+        model, hf_config = description(case.described)
+        refused = check_max_model_len(case.described, case.max_model_len)
+    except ConfigJsonError as error:
+        raise LayoutError(str(error)) from None
+    if refused is not None:
+        raise LayoutError(f"max_model_len: {refused}")
+    return model, hf_config
 
 
 def case_groups(case: CaseFile) -> list[Group]:

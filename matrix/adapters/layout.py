@@ -38,7 +38,8 @@ from vllm.v1.kv_cache_interface import (
 )
 
 from matrix.adapters.devices import DeviceError, aligned_block, device_layout
-from matrix.adapters.model_files import HfConfigError, architecture_problem, hf_config_of
+from matrix.adapters.model_files import HfConfigError, hf_config_of
+from matrix.adapters.registry import architecture_problem
 from matrix.case.model import LayerKind, LayoutSettings, ModelDescription
 from matrix.case.parts import Group, GroupKind, MambaMode
 
@@ -162,17 +163,19 @@ def _attention(model: ModelDescription, settings: LayoutSettings) -> _Attention:
 
 
 def _mamba_state(
-    model: ModelDescription, settings: LayoutSettings, spec_tokens: int
+    model: ModelDescription, settings: LayoutSettings, spec_tokens: int, hf_config: Any
 ) -> tuple[tuple[tuple[int, ...], ...], tuple[torch.dtype, ...]]:
-    """The model class's own Mamba state shapes and dtypes for these settings."""
+    """The model class's own Mamba state shapes and dtypes for these settings, from
+    ``hf_config`` (vLLM's reading of a config.json) or the description's ``hf_config``."""
     try:
         model_class: Any = ModelRegistry.models[model.architecture].load_model_cls()
     except ImportError as error:
         raise LayoutError(f"{model.architecture} does not import here: {error}") from error
-    try:
-        hf_config = hf_config_of(model.hf_config)
-    except HfConfigError as error:
-        raise LayoutError(f"hf_config: {error}") from None
+    if hf_config is None:
+        try:
+            hf_config = hf_config_of(model.hf_config)
+        except HfConfigError as error:
+            raise LayoutError(f"hf_config: {error}") from None
     cache = CacheConfig(mamba_cache_mode=settings.mamba_mode)
     speculative = SimpleNamespace(num_speculative_tokens=spec_tokens) if spec_tokens else None
     # The slice of VllmConfig these class methods read: a whole one needs a ModelConfig, whose
@@ -191,8 +194,15 @@ def _mamba_state(
     hook = MODELS_CONFIG_MAP.get(model.architecture)
     if hook is not None:
         hook.verify_and_update_config(engine)
-    shapes = model_class.get_mamba_state_shape_from_config(engine)
-    dtypes = model_class.get_mamba_state_dtype_from_config(engine)
+    try:
+        shapes = model_class.get_mamba_state_shape_from_config(engine)
+        dtypes = model_class.get_mamba_state_dtype_from_config(engine)
+    except AttributeError as error:  # a key the model class reads that the config lacks
+        missing = getattr(error, "name", None) or str(error)
+        raise LayoutError(
+            f"hf_config: vLLM's {model.architecture} reads '{missing}' for its Mamba state, "
+            "and the config has no such key"
+        ) from None
     return tuple(tuple(s) for s in shapes), tuple(dtypes)
 
 
@@ -225,9 +235,12 @@ def derive_layout(
     settings: LayoutSettings,
     spec_tokens: int,
     engine: VllmConfig,
+    hf_config: Any = None,
 ) -> DerivedLayout:
     """The groups vLLM would give ``model``; sets ``engine``'s cache block size as the engine's
-    alignment would. Raises :class:`LayoutError` when this vLLM cannot derive it."""
+    alignment would. ``hf_config`` is vLLM's own reading of a model's config.json, else the
+    description's ``hf_config`` is built by transformers. Raises :class:`LayoutError` when this
+    vLLM cannot derive it."""
     problem = architecture_problem(model.architecture)
     if problem is not None:
         raise LayoutError(problem)
@@ -241,7 +254,7 @@ def derive_layout(
     kinds = model.layer_kinds()
     mamba_block, padded = max_model_len, None
     if any(kind in ("mamba", "full+mamba") for kind in kinds):
-        shapes, dtypes = _mamba_state(model, settings, spec_tokens)
+        shapes, dtypes = _mamba_state(model, settings, spec_tokens, hf_config)
         mamba_page = _spec(MambaSpec, shapes=shapes, dtypes=dtypes, block_size=1).page_size_bytes
         per_token = attention.spec("mla" if attention.mla else "full", 1, model).page_size_bytes
         block_size = aligned_block(per_token, mamba_page, device, attention.mla)

@@ -1,9 +1,10 @@
-"""What the installed vLLM and transformers say of a model file, so that a slip in one is a
-line at ``validate`` rather than a run that skips, or derives a wrong layout, in silence:
+"""What transformers (and vLLM's model module) say of a model description's ``hf_config``, so
+that a slip in one is a line at ``validate`` rather than a layout derived wrong in silence
+(``matrix.adapters.model_checks`` checks the whole file):
 
-- its ``architecture`` is one vLLM's model registry knows (else a did-you-mean);
 - its ``hf_config`` names a ``model_type`` transformers knows and only keys that model type's
-  config class declares or reads (a misspelt key would be ignored, and its default taken);
+  config class declares or reads, or vLLM's module for the architecture reads (a misspelt key
+  would be ignored, and its default taken);
 - transformers' config class accepts the numbers (its own checks, one line, no traceback);
 - the layers that config makes (``layer_types``) are the description's ``layer_pattern``.
 
@@ -14,19 +15,18 @@ config, so the layout's derivation refuses bad numbers in the same words.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import inspect
-import logging
 import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import fields, is_dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from matrix.case.loading import CaseFileError, LoadedDocument, read_description, read_document
+from matrix.architectures import modules
 from matrix.case.model import LayerKind, ModelDescription
+from matrix.installed import installed_vllm_version
 
 # transformers' names of layer types (a config's ``layer_types``) -> the description's kinds.
 LAYER_TYPES: dict[str, frozenset[LayerKind]] = {
@@ -36,6 +36,7 @@ LAYER_TYPES: dict[str, frozenset[LayerKind]] = {
     "chunked_attention": frozenset({"chunked_local"}),
     "linear_attention": frozenset({"mamba"}),
     "mamba": frozenset({"mamba"}),
+    "conv": frozenset({"mamba"}),  # LFM2's short convolution: a MambaSpec in vLLM
     "hybrid": frozenset({"full+mamba"}),
     "moe": frozenset({"no_cache"}),
     "mlp": frozenset({"no_cache"}),
@@ -52,10 +53,12 @@ class HfConfigError(ValueError):
 
 
 @cache
-def _config_classes() -> dict[str, type]:
+def _model_types() -> frozenset[str]:
+    """The model types transformers knows (their config classes are imported one by one, as
+    asked: importing all of them takes seconds)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    return {name: CONFIG_MAPPING[name] for name in CONFIG_MAPPING}
+    return frozenset(CONFIG_MAPPING.keys())
 
 
 def _did_you_mean(word: str, known: Any) -> str:
@@ -66,11 +69,14 @@ def _did_you_mean(word: str, known: Any) -> str:
 def config_class(model_type: Any) -> type:
     """transformers' config class for ``model_type``; :class:`HfConfigError` with a
     did-you-mean (never the list of every model type) when there is none."""
-    classes = _config_classes()
-    if not isinstance(model_type, str) or model_type not in classes:
-        guess = _did_you_mean(str(model_type), classes)
+    known = _model_types()
+    if not isinstance(model_type, str) or model_type not in known:
+        guess = _did_you_mean(str(model_type), known)
         raise HfConfigError(f"transformers has no model_type {model_type!r}{guess}", "model_type")
-    return classes[model_type]
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config_type: type = CONFIG_MAPPING[model_type]
+    return config_type
 
 
 @cache
@@ -92,18 +98,40 @@ def _keys_of(config_type: type) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(declared), frozenset(quoted)
 
 
-def unknown_keys(hf_config: dict[str, Any]) -> list[tuple[str, str]]:
-    """Each hf_config key transformers' config class neither declares nor reads, with why."""
+@cache
+def vllm_reads(architecture: str) -> frozenset[str]:
+    """The config keys vLLM's module for ``architecture`` reads (``config.X``, or quoted): a
+    key transformers' class does not declare is still kept as an attribute and read by vLLM
+    (LFM2's ``conv_dim``). Read from the installed module's source, without importing it."""
+    module = modules(installed_vllm_version() or "").get(architecture)
+    spec = importlib.util.find_spec("vllm")
+    if not module or module == "-" or spec is None or not spec.submodule_search_locations:
+        return frozenset()
+    root = Path(next(iter(spec.submodule_search_locations))).parent
+    source = root / (module.replace(".", "/") + ".py")
+    if not source.is_file():
+        return frozenset()
+    text = source.read_text(encoding="utf-8", errors="replace")
+    read = re.findall(r"config\.([A-Za-z_][A-Za-z0-9_]*)", text)
+    quoted = re.findall(r"[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']", text)
+    return frozenset(read) | frozenset(quoted)
+
+
+def unknown_keys(hf_config: dict[str, Any], architecture: str = "") -> list[tuple[str, str]]:
+    """Each hf_config key that neither transformers' config class declares or reads nor vLLM's
+    model module for ``architecture`` reads, with why."""
     config_type = config_class(hf_config.get("model_type"))
     declared, quoted = _keys_of(config_type)
+    known = declared | quoted | vllm_reads(architecture)
     return [
         (
             key,
-            f"{config_type.__name__} has no key '{key}': transformers would ignore it and take "
-            f"its default{_did_you_mean(key, declared)}",
+            f"{config_type.__name__} has no key '{key}', nor does vLLM's "
+            f"{architecture or 'model'} read one: it would be ignored and its default taken"
+            f"{_did_you_mean(key, declared)}",
         )
         for key in hf_config
-        if key not in declared | quoted
+        if key not in known
     ]
 
 
@@ -149,91 +177,11 @@ def _defaults_it_may_mean(config_type: type, hf_config: dict[str, Any], reason: 
     return sorted(k for k in own - set(hf_config) if shared(k) >= 2)[:4]
 
 
-@contextmanager
-def quiet_imports() -> Iterator[None]:
-    """Importing vLLM and a model module logs what this install lacks (Triton, vLLM's compiled
-    kernels), which says nothing of a model file: silenced while they import."""
-    logging.disable(logging.ERROR)
+def check_hf_config(model: ModelDescription, error: Any) -> None:
+    """A description's ``hf_config`` against transformers: its keys, its numbers and the layers
+    its config class makes; calls ``error(where, message)`` per problem."""
     try:
-        yield
-    finally:
-        logging.disable(logging.NOTSET)
-
-
-@cache
-def known_architectures() -> frozenset[str]:
-    """The architectures the installed vLLM's model registry knows."""
-    from matrix.adapters.runtime import prepare_vllm
-
-    with quiet_imports():
-        prepare_vllm()
-        from vllm.model_executor.models import ModelRegistry
-
-        return frozenset(ModelRegistry.get_supported_archs())
-
-
-def architecture_problem(architecture: str) -> str | None:
-    """Why the installed vLLM cannot build ``architecture`` (with a did-you-mean), or None."""
-    known = known_architectures()
-    if architecture in known:
-        return None
-    return f"the installed vLLM does not know '{architecture}'{_did_you_mean(architecture, known)}"
-
-
-@dataclass
-class ModelFileCheck:
-    """The problems of one model file, each a line: errors, and warnings about this install
-    rather than the file."""
-
-    errors: list[CaseFileError] = field(default_factory=list)
-    warnings: list[CaseFileError] = field(default_factory=list)
-
-
-def check_model_file(path: Path) -> ModelFileCheck:
-    """A model file checked against the installed vLLM and transformers; raises
-    :class:`CaseFileError` when the file itself does not load."""
-    model = read_description(path)
-    document = read_document(path)
-    found = ModelFileCheck()
-
-    def error(where: tuple[str | int, ...], message: str) -> None:
-        label = ".".join(str(part) for part in where)
-        found.errors.append(CaseFileError(path, document.line_of(where), f"{label}: {message}"))
-
-    problem = architecture_problem(model.architecture)
-    if problem is not None:
-        error(("architecture",), problem)
-    elif set(model.layer_kinds()) & {"mamba", "full+mamba"}:
-        _check_mamba_class(model, path, document, found)
-    if model.hf_config:
-        _check_hf_config(model, error)
-    return found
-
-
-def _check_mamba_class(
-    model: ModelDescription, path: Path, document: LoadedDocument, found: ModelFileCheck
-) -> None:
-    from vllm.model_executor.models import ModelRegistry
-
-    line = document.line_of(("architecture",))
-    try:
-        with quiet_imports():
-            model_class = ModelRegistry.models[model.architecture].load_model_cls()
-    except ImportError as failed:
-        message = f"architecture: warning: {model.architecture} does not import here ({failed})"
-        found.warnings.append(CaseFileError(path, line, message))
-        return
-    if not hasattr(model_class, "get_mamba_state_shape_from_config"):
-        message = (
-            f"architecture: vLLM's {model.architecture} has no Mamba state "
-            "(get_mamba_state_shape_from_config), and layer_pattern has Mamba layers"
-        )
-        found.errors.append(CaseFileError(path, line, message))
-
-
-def _check_hf_config(model: ModelDescription, error: Any) -> None:
-    try:
-        unknown = unknown_keys(model.hf_config)
+        unknown = unknown_keys(model.hf_config, model.architecture)
         for key, why in unknown:
             error(("hf_config", key), why)
         if unknown:  # their defaults would only make more problems

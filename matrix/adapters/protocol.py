@@ -3,7 +3,7 @@ data they exchange. No vLLM here: the verdict and report work on these records a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -142,6 +142,14 @@ class SchedulerHandle(Protocol):
 
     def settled(self) -> bool:
         """Nothing left (requests, batches in flight, deferred frees) that could free blocks."""
+        ...
+
+    def blocks_held(self, request_ids: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+        """Each KV cache group's blocks per request, now (read only for a picture)."""
+        ...
+
+    def group_labels(self) -> tuple[str, ...]:
+        """Each KV cache group in words (its kind and block size), for a picture."""
         ...
 
     def state(self) -> SchedulerState:

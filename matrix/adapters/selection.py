@@ -24,6 +24,10 @@ def select_adapter(version: str | None = None) -> VersionAdapter:
 
         prepare_vllm()
         adapter_type = getattr(importlib.import_module(module_name), class_name)
+        from matrix.adapters.patched import Patched, carries_patch
+
+        if carries_patch():  # the findings' fix in vLLM's source, on any release it is for
+            adapter_type = Patched
     except ImportError as error:
         raise UnsupportedRelease(f"vLLM lacks an import the adapters need: {error}") from error
     missing = [r.description for r in adapter_type.requirements if not r.met()]

@@ -16,7 +16,7 @@ from typing import Any
 
 from matrix.case.format import CaseFile, Expectation
 from matrix.case.loading import CaseFileError, LoadedDocument, Location, read_document, validate
-from matrix.case.model import DESCRIPTIONS_FOLDER, is_model_file
+from matrix.case.model_paths import MODELS_FOLDER, is_model_file
 from matrix.case.parts import Axis
 from matrix.case.shipped import shipped_cases as shipped_cases
 from matrix.case.when import When, label_of
@@ -250,7 +250,7 @@ def case_files(path: Path) -> list[Path]:
     if not path.is_dir():
         return [path]
     found = (f for suffix in CASE_SUFFIXES for f in path.glob(f"*{suffix}"))
-    return sorted(f for f in found if not is_model_file(f) or path.name == DESCRIPTIONS_FOLDER)
+    return sorted(f for f in found if not is_model_file(f) or path.name == MODELS_FOLDER)
 
 
 def cells_from_file(

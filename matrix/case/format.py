@@ -14,18 +14,18 @@ from typing import Annotated, Literal
 from pydantic import Discriminator, Field, Tag, ValidationInfo, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from matrix.case.config_json import ConfigModel
 from matrix.case.engine import Engine
 from matrix.case.events import Event, RunBound, RunEvent, StepEvent, named_requests
 from matrix.case.limits import LIMITS, Size, excess
 from matrix.case.model import (
-    ENGINE_CONFIG_DEFAULT,
     FitSweep,
     LayoutSettings,
     ModelDescription,
     PromptInBlocks,
-    check_model,
     pool_kind,
 )
+from matrix.case.model_paths import ENGINE_CONFIG_DEFAULT, check_model
 from matrix.case.parts import (
     Axis,
     Group,
@@ -65,9 +65,11 @@ class CaseFile(Strict):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
     column: str | None = None
-    # A model description (groups derived) or an engine config directory (see check_model).
+    # A model file, its config.json or a description (groups derived), or an engine config
+    # directory (groups written out): matrix/case/model_paths.py.
     model: str = ENGINE_CONFIG_DEFAULT
-    described: SkipJsonSchema[ModelDescription | None] = None  # the loader fills it in
+    # The model file's contents: the loader fills it in.
+    described: SkipJsonSchema[ModelDescription | ConfigModel | None] = None
     layout: LayoutSettings = LayoutSettings()
     max_model_len: Annotated[int, Field(ge=16)] = 1024
     groups: Annotated[list[Group], Field(min_length=1)] = []  # absent: a described model

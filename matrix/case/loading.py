@@ -15,8 +15,10 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from matrix.case.config_json import ConfigModel, config_model
 from matrix.case.format import CaseFile
-from matrix.case.model import ModelDescription, description_path
+from matrix.case.model import ModelDescription
+from matrix.case.model_paths import model_directory, model_file, no_model
 from matrix.case.reading import CaseFileError as CaseFileError
 from matrix.case.reading import Location as Location
 from matrix.case.reading import read_yaml
@@ -188,15 +190,43 @@ def read_description(path: Path) -> ModelDescription:
     return _descriptions[key]
 
 
+_config_models: dict[tuple[Path, float], ConfigModel] = {}
+
+
+def read_model_file(path: Path) -> ModelDescription | ConfigModel:
+    """A model file: a config.json (checked as a file; vLLM reads it at run time) or a model
+    description; raises :class:`CaseFileError` at its line."""
+    if path.suffix != ".json":
+        return read_description(path)
+    key = (path.resolve(), path.stat().st_mtime)
+    if key not in _config_models:
+        _config_models[key] = config_model(path)
+    return _config_models[key]
+
+
+def with_model(payload: Any, case_dir: Path | None, line: int = 1, case: Path | None = None) -> Any:
+    """A case's data with ``described`` filled in from the model file ``model`` names (case
+    data written by a program, ``case_dir`` None, names shipped models or paths)."""
+    model = payload.get("model") if isinstance(payload, dict) else None
+    path = model_file(model, case_dir) if isinstance(model, str) else None
+    if path is None:
+        if isinstance(model, str) and case is not None and model_directory(model) is None:
+            raise CaseFileError(case, line, f"model: {no_model(model, case_dir)}")
+        return payload
+    if not path.is_file():
+        where = case or path
+        raise CaseFileError(where, line, f"model: no file {model} ({path.resolve()})")
+    return {**payload, "described": read_model_file(path)}
+
+
 def _with_description(
     document: LoadedDocument, payload: Any, axis_lines: dict[Location, int]
 ) -> Any:
-    """The case's data with ``described`` filled in from the description ``model`` names."""
+    """The case's data with ``described`` filled in from the model file ``model`` names."""
     if not isinstance(payload, dict):
         return payload
     if "described" in payload:
         line = axis_lines.get(("described",), document.line_of(("described",)))
         raise CaseFileError(document.path, line, "'described' is read from the model file")
-    model = payload.get("model")
-    path = description_path(model, document.path.parent) if isinstance(model, str) else None
-    return payload if path is None else {**payload, "described": read_description(path)}
+    line = axis_lines.get(("model",), document.line_of(("model",)))
+    return with_model(payload, document.path.parent, line, document.path)

@@ -1,4 +1,5 @@
-"""What a model description (``cases/models/<slug>.yaml``) and a case's model settings may say.
+"""What a model description (``cases/models/<slug>.yaml``) and a case's model settings may say
+(which file a case's ``model:`` names is ``matrix.case.model_paths``).
 
 A model description holds the numbers a model's KV cache depends on, in the words of its public
 ``config.json``; ``matrix.adapters.layout`` turns them into KV cache groups with vLLM's own code.
@@ -7,72 +8,12 @@ Pure: no vLLM here.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from matrix.case.model_rules import check_description
-from matrix.case.shipped import ENGINE_CONFIGS, shipped_cases
-from matrix.case.strict import PlacedError, Strict
-
-ENGINE_CONFIG_DEFAULT = "llama-tiny"
-# Model descriptions live in a folder of this name beside the cases that use them; the shipped
-# ones in the repository's cases/models/. A YAML file in such a folder is never a case.
-DESCRIPTIONS_FOLDER = "models"
-SHIPPED_DESCRIPTIONS = shipped_cases() / DESCRIPTIONS_FOLDER
-
-
-def model_directory(model: str) -> Path | None:
-    """An engine config directory: one shipped in ``matrix/models/``, else a path, else None."""
-    for candidate in (ENGINE_CONFIGS / model, Path(model)):
-        if candidate.is_dir():
-            return candidate
-    return None
-
-
-def description_path(model: str, case_dir: Path | None) -> Path | None:
-    """The model description a case's ``model:`` names: ``models/<model>.yaml`` beside the case,
-    else a shipped one, else None."""
-    if not model.replace("-", "").replace("_", "").replace(".", "").isalnum():
-        return None
-    folders = [case_dir / DESCRIPTIONS_FOLDER] if case_dir is not None else []
-    for folder in [*folders, SHIPPED_DESCRIPTIONS]:
-        candidate = folder / f"{model}.yaml"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def shipped_descriptions() -> list[str]:
-    """The names of the shipped model descriptions, sorted."""
-    return sorted(p.stem for p in SHIPPED_DESCRIPTIONS.glob("*.yaml"))
-
-
-def is_model_file(path: Path) -> bool:
-    """A model description, not a case: a YAML file in a ``models/`` folder."""
-    return path.parent.name == DESCRIPTIONS_FOLDER
-
-
-def check_model(
-    model: str, described: ModelDescription | None, has_groups: bool, has_layout: bool
-) -> None:
-    """A case names a described model (its groups derived) or an engine config directory
-    with its groups written out; raises :class:`PlacedError` otherwise."""
-    if described is None and model_directory(model) is None:
-        configs = ", ".join(sorted(p.parent.name for p in ENGINE_CONFIGS.glob("*/config.json")))
-        raise PlacedError(
-            ("model",),
-            f"no model '{model}' (described: {', '.join(shipped_descriptions())}; "
-            f"engine configs: {configs}; or give a directory)",
-        )
-    if described is not None and has_groups:
-        raise PlacedError(("groups",), "a described model's groups are derived: drop 'groups'")
-    if described is None and not has_groups:
-        raise PlacedError(("groups",), "'groups' is needed unless 'model' names a description")
-    if described is None and has_layout:
-        raise PlacedError(("layout",), "'layout' is for described models (model: <slug>)")
-
+from matrix.case.strict import Strict
 
 # One layer's KV cache: attention of a kind, a Mamba / linear-attention state, or both in
 # parallel (Falcon-H1 runs attention and Mamba side by side in every layer), or none (an MLP

@@ -145,7 +145,7 @@ def _plain(
     return _construct(loader, node, path)
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     """The file as text, refusing what is not a regular UTF-8 file of a bounded size."""
     try:
         # Non-blocking, so a FIFO named like a case file is refused rather than waited on.
@@ -187,7 +187,7 @@ def _yaml_problem(error: yaml.YAMLError, text: str) -> tuple[int, str]:
 
 def read_yaml(path: Path) -> tuple[Any, dict[Location, int]]:
     """The file's plain data and the line of every key and item in it."""
-    text = _read_text(path)
+    text = read_text(path)
     loader: _BoundedLoader | None = None
     try:
         loader = _BoundedLoader(text)  # checks every character, so it can raise too

@@ -19,6 +19,42 @@ from hypothesis import strategies as st
 from matrix.case.reading import read_yaml
 from matrix.explore.strategies import REQUEST_IDS, Draw, events
 
+
+def finding_problem(path: Path) -> str | None:
+    """Why ``path`` is no case file to escalate (one line, read without vLLM), or None."""
+    from matrix.case.expansion import cells_from_file
+    from matrix.case.loading import CaseFileError
+
+    try:
+        cells = cells_from_file(path)
+    except CaseFileError as error:
+        return str(error)
+    return None if cells else f"{path}: no cells to escalate"
+
+
+def not_failing(path: Path, variants: tuple[str, ...]) -> str | None:
+    """Why ``path`` is no finding on the installed release under ``variants`` (its cells
+    there pass, or it runs none of them), or None. Runs the case's cells: vLLM is imported."""
+    from matrix.adapters.selection import select_adapter
+    from matrix.case.expansion import cells_from_file
+    from matrix.installed import installed_vllm_version
+    from matrix.judge.verdict import judge_run
+    from matrix.run.cell import run_cell
+
+    adapter = select_adapter()
+    cells = [c for c in cells_from_file(path) if c.variant in variants]
+    names = ", ".join(variants)
+    if not cells:
+        return f"{path}: not a finding: it runs none of the variants searched ({names})"
+    runnable = [c for c in cells if adapter.unsupported(c.case.definition) is None]
+    if any(judge_run(run_cell(adapter, cell)).observed == "fail" for cell in runnable):
+        return None
+    return (
+        f"{path}: not a finding on vLLM {installed_vllm_version()} under {names}: its "
+        f"{len(cells)} cell(s) pass, so there is no failure to escalate"
+    )
+
+
 # What of the finding the crowd keeps: its layout and engine, not its pool, events or verdicts.
 LAYOUT_KEYS = ("model", "layout", "max_model_len", "groups", "speculative", "engine", "limits")
 MAX_OFFSET = 8  # the window's first pool, at most this far above where an engine can start

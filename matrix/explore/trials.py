@@ -17,8 +17,7 @@ import yaml
 
 from matrix.adapters.protocol import VersionAdapter
 from matrix.case.format import CaseFile
-from matrix.case.loading import read_description
-from matrix.case.model import description_path
+from matrix.case.loading import with_model
 from matrix.explore.strategies import Draw, layout_family
 from matrix.judge.runs import RunOutcome, classify_run
 from matrix.judge.severity import NEVER_AGAIN, pool_failures, worst
@@ -125,10 +124,8 @@ def trial(
 def validated(data: dict[str, Any]) -> CaseFile:
     """``data`` as a case, a model it names described from its model file (as the loader
     fills ``described``)."""
-    model = data.get("model")
-    path = description_path(model, None) if isinstance(model, str) else None
-    if path is not None and "described" not in data:
-        data = {**data, "described": read_description(path)}
+    if "described" not in data:
+        data = with_model(data, None)
     return CaseFile.model_validate(data)
 
 

@@ -13,6 +13,7 @@ from matrix.judge.severity import PoolFailure
 from matrix.judge.tightness import over_reservation
 from matrix.judge.verdict import Verdict, expectation_met
 from matrix.outcomes import Severity
+from matrix.run.records import PoolSteps
 
 Observed = Literal["pass", "fail", "skip"]
 CellKind = Literal[RunKind, "skipped"]
@@ -46,23 +47,37 @@ class CellResult:
     startable_reason: str = ""
     failures: tuple[PoolFailure, ...] = ()
     severity: Severity | None = None
+    swept: tuple[int, ...] = ()  # the smallest and the largest pool swept (every size between)
+    # A failing cell's runs at its first failing pool and at its fit, block by block, for its
+    # picture (matrix/run/steps.py); empty for every other cell.
+    steps: tuple[PoolSteps, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data (a report's cell, an xdist report property)."""
+        data = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "steps"}
+        data["failures"] = [asdict(f) for f in self.failures]
+        if self.steps:
+            data["steps"] = [s.to_dict() for s in self.steps]
         # Cells of hand-written layouts keep the shape reports had before models.
-        return {k: v for k, v in asdict(self).items() if k != "model" or v is not None}
+        return {k: v for k, v in data.items() if k != "model" or v is not None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellResult:
         """The record a :meth:`to_dict` wrote (reports written before a field existed get its
         default)."""
-        failures = tuple(PoolFailure(**f) for f in data.get("failures", ()))
-        pools = tuple(data.get("failing_pools", ()))
-        return cls(**{**data, "failing_pools": pools, "failures": failures})
+        return cls(
+            **{
+                **data,
+                "failing_pools": tuple(data.get("failing_pools", ())),
+                "failures": tuple(PoolFailure(**f) for f in data.get("failures", ())),
+                "swept": tuple(data.get("swept", ())),
+                "steps": tuple(PoolSteps.from_dict(s) for s in data.get("steps", ())),
+            }
+        )
 
 
-def result_of(cell: Cell, verdict: Verdict) -> CellResult:
-    """A cell's record from its verdict."""
+def result_of(cell: Cell, verdict: Verdict, steps: tuple[PoolSteps, ...] = ()) -> CellResult:
+    """A cell's record from its verdict (and, for a failing cell, its pictured runs)."""
     digest = cell.case.digest
     if verdict.layout_digest:  # what ran depends on the release's derivation too
         digest = f"{digest}+{verdict.layout_digest}"
@@ -80,7 +95,14 @@ def result_of(cell: Cell, verdict: Verdict) -> CellResult:
         startable_reason=verdict.startable_reason,
         failures=verdict.failures,
         severity=verdict.severity,
+        swept=_swept(verdict),
+        steps=steps,
     )
+
+
+def _swept(verdict: Verdict) -> tuple[int, ...]:
+    pools = [o.pool for o in verdict.outcomes]
+    return (min(pools), max(pools)) if pools else ()
 
 
 def skipped_result(cell: Cell, reason: str) -> CellResult:
@@ -92,6 +114,21 @@ def skipped_result(cell: Cell, reason: str) -> CellResult:
         detail=reason,
         as_expected=True,
         case_digest=cell.case.digest,
+    )
+
+
+def errored_result(cell: Cell, error: BaseException) -> CellResult:
+    """A cell's record when running or judging it raised where no run could catch it: a row
+    that says what raised, in one line, never a cell missing from the tables."""
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    return _record(
+        cell,
+        observed="fail",
+        kind="error",
+        detail=f"the cell raised {type(error).__name__}: {first_line}".rstrip(": "),
+        as_expected=False,
+        case_digest=cell.case.digest,
+        severity="error",
     )
 
 

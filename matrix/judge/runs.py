@@ -23,6 +23,7 @@ from typing import Literal
 from matrix.adapters.protocol import FINISHED, RUNNING, WAITING, RequestState
 from matrix.outcomes import FailureKind
 from matrix.run.records import RunTrace
+from matrix.wording import plural
 
 RunKind = Literal["finished", FailureKind]
 
@@ -53,7 +54,7 @@ def _first_step_reported_done(trace: RunTrace, request_id: str) -> int | None:
 
 
 def _blocks(count: int | None) -> str:
-    return "unknown" if count is None else f"{count} blocks"
+    return "unknown" if count is None else plural(count, "block")
 
 
 def _where(trace: RunTrace) -> str:
@@ -80,7 +81,7 @@ def classify_run(trace: RunTrace) -> RunOutcome:
 def _how_it_ended(trace: RunTrace) -> RunOutcome:
     if trace.stopped == "finished":
         return RunOutcome(
-            trace.pool, "finished", f"all requests finished in {len(trace.steps)} steps"
+            trace.pool, "finished", f"all requests finished in {plural(len(trace.steps), 'step')}"
         )
     where = _where(trace)
     if trace.stopped == "error":

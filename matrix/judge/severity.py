@@ -15,8 +15,11 @@ From worst to mildest:
   what is free, even with nothing else running (the admission contract the fix restores).
 - ``over_reservation``: a request refused from the fit up.
 - ``expectation``: as its kind (the run finished; a step's ``expect`` did not hold).
-- ``undersized``: any other unfinished run below ``startable``: a pool no engine serving these
-  requests would have.
+- ``undersized``: any other unfinished run: one no engine serving these requests shows. Either
+  the pool is below ``startable`` (no such engine has it), or the run fails only on the case's
+  own engine, whose longer ``max_model_len`` vLLM would not start with that pool: the engine
+  sized for the requests (``startable``'s) finished it when run again, or the pool is at least
+  that engine's fit (``served_fit``) while below the case's.
 
 ``observed`` keeps its contract (see ``matrix.judge.verdict.acceptable``): a severity says what
 a failing pool means, it does not decide the verdict.
@@ -69,6 +72,8 @@ def severity_of(
         return "unpromotable"
     if kind == "not_admitted" and pool >= fit:
         return "over_reservation"
+    # Below startable, or (from startable up) at least the served engine's fit while below the
+    # case's: only the case's own, longer max_model_len fails here.
     return "undersized"
 
 

@@ -114,6 +114,17 @@ def judge_cell(outcomes: Sequence[RunOutcome], fit: int, slack: int = 0) -> Verd
     return Verdict("fail", first.kind, detail, fit, tuple(outcomes), failing_pools)
 
 
+def drawn_pools(verdict: Verdict) -> tuple[int, ...]:
+    """The pools a failing cell's picture draws: its first failing pool and its fit (where
+    the cell swept it); none for a passing cell, or one whose runs cannot be run again (it
+    could not run, or ran past its time)."""
+    if verdict.observed != "fail" or verdict.kind == "timeout" or not verdict.failing_pools:
+        return ()
+    swept = {o.pool for o in verdict.outcomes}
+    first = verdict.failing_pools[0]
+    return (first,) if first == verdict.fit or verdict.fit not in swept else (first, verdict.fit)
+
+
 def expectation_met(expected: str, verdict: Verdict) -> bool:
     """``expected`` is pass, fail, or a failure kind that the cell must fail with."""
     if expected in ("pass", "fail"):

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from matrix.live.port import PORT_VARIABLE
-from matrix.report.files import matrix_digest
+from matrix.report.info import matrix_digest
 
 ENGINE_TESTS = Path("tests") / "test_live_engine.py"
 MARKER = ".matrix-live-engine-tests"

@@ -65,8 +65,8 @@ class LiveHandle(Handle):
         )
 
     def scheduler_request_id(self, request_id: str) -> str:
-        """The engine's id of the case's request."""
-        return self.engine_ids[request_id]
+        """The engine's id of the case's request (its own, before the engine has it)."""
+        return self.engine_ids.get(request_id, request_id)
 
     def load_reported(self, request_id: str) -> bool:
         """Whether the test connector's worker side has reported the load."""

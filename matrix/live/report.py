@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from matrix.live.outcome import PoolAgreement, outcome_ranges
-from matrix.report.tables import Table, render_markdown, render_text
+from matrix.report.fitting import fit_table, terminal_width
+from matrix.report.tables import Table, render_markdown
+from matrix.wording import plural
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def summary_lines(report: LiveReport) -> list[str]:
     starts = ", ".join(f"{s:.1f}" for s in report.engine_starts) or "none"
     return [
         f"live engine: vLLM {report.vllm_version} on {report.device}; pools: {report.pools}; "
-        f"a hang is {report.hang_steps} steps without progress",
+        f"a hang is {plural(report.hang_steps, 'step')} without progress",
         f"cells: {len(ran)} ran, {len(report.cells) - len(ran)} skipped; "
         f"{len(ran) - len(failed)} agree with the harness, {len(failed)} do not",
         f"pools run live: {sum(len(cell.pools) for cell in ran)}; wall time "
@@ -143,10 +145,13 @@ def disagreement_lines(report: LiveReport) -> list[str]:
 def terminal_text(report: LiveReport) -> str:
     """Everything the session prints."""
     parts = []
+    width = terminal_width()
     if report.ran():
-        parts.append("Live engine vs harness\n" + render_text(agreement_table(report)))
+        parts.append(
+            "\n".join(["Live engine vs harness", *fit_table(agreement_table(report), width)])
+        )
     if any(cell.skipped for cell in report.cells):
-        parts.append("Skipped\n" + render_text(skipped_table(report)))
+        parts.append("\n".join(["Skipped", *fit_table(skipped_table(report), width)]))
     disagreements = disagreement_lines(report)
     if disagreements:
         parts.append("Disagreements\n" + "\n".join(disagreements))

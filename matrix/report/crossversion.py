@@ -21,6 +21,7 @@ from matrix.report.fidelity import (
     check_fidelity,
     dev_checks,
 )
+from matrix.report.fitting import fit_prose, fit_table, terminal_width
 from matrix.report.release_reports import ReleaseReport, ReportError, load_reports
 from matrix.report.tables import (
     Table,
@@ -28,7 +29,6 @@ from matrix.report.tables import (
     column_row,
     columns_of,
     render_markdown,
-    render_text,
     row_label,
 )
 
@@ -150,14 +150,15 @@ def main(paths: Sequence[Path], out: Path) -> int:
         return 2
     checks = (*FIDELITY_CHECKS, *dev_checks(reports))
     results = [check_fidelity(check, reports) for check in checks]
-    print(render_text(summary_by_release(reports)))
+    width = terminal_width()
+    print("\n".join(fit_table(summary_by_release(reports), width)))
     print()
-    print(render_text(cases_by_release(reports)))
+    print("\n".join(fit_table(cases_by_release(reports), width)))
     print()
     for result in results:
-        print(_fidelity_line(result))
+        print("\n".join(fit_prose(_fidelity_line(result), width)))
         for difference in result.differences:
-            print(f"    {difference}")
+            print("\n".join(fit_prose(difference, width, indent="    ")))
     out.mkdir(parents=True, exist_ok=True)
     (out / "cross-version.md").write_text(markdown(reports, results), encoding="utf-8")
     document = json.dumps(json_document(reports, results), indent=2) + "\n"

@@ -88,8 +88,10 @@ def _shown(value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _difference(case: str, patched: CellResult, stock: CellResult) -> str | None:
-    fields = [f for f in COMPARED_FIELDS if getattr(patched, f) != getattr(stock, f)]
+def _difference(
+    case: str, patched: CellResult, stock: CellResult, compared: tuple[str, ...]
+) -> str | None:
+    fields = [f for f in compared if getattr(patched, f) != getattr(stock, f)]
     if not fields:
         return None
     shown = "; ".join(
@@ -99,9 +101,13 @@ def _difference(case: str, patched: CellResult, stock: CellResult) -> str | None
     return f"{case}: {shown}"
 
 
-def check_fidelity(check: FidelityCheck, reports: dict[str, ReleaseReport]) -> FidelityResult:
-    """Compares the cases both reports ran (a case file may leave a variant out), when the
-    same matrix code wrote both."""
+def check_fidelity(
+    check: FidelityCheck,
+    reports: dict[str, ReleaseReport],
+    compared: tuple[str, ...] = COMPARED_FIELDS,
+) -> FidelityResult:
+    """Compares the cases both reports ran (a case file may leave a variant out), field by
+    field (``compared``), when the same matrix code wrote both."""
     absent = [r for r in dict.fromkeys((check.patched_into, check.stock_of)) if r not in reports]
     if absent:
         return FidelityResult(check, "not_run", 0, reason=f"no report for {', '.join(absent)}")
@@ -120,7 +126,7 @@ def check_fidelity(check: FidelityCheck, reports: dict[str, ReleaseReport]) -> F
     both = [c for c in ran if c not in changed]
     if not both:
         return FidelityResult(check, "not_run", 0, reason="no case ran in both reports")
-    found = [_difference(case, patched[case], stock[case]) for case in both]
+    found = [_difference(case, patched[case], stock[case], compared) for case in both]
     differences = tuple(d for d in found if d)
     status: Literal["equal", "differs"] = "differs" if differences else "equal"
     return FidelityResult(check, status, len(both), differences, changed=changed)

@@ -1,117 +1,139 @@
-"""Report files: cells become Markdown and JSON built from the report's sections, with what the
-run was (:class:`RunInfo`). Pure but for reading the installed vLLM's version and source."""
+"""Report files: cells become Markdown (with its pictures in a folder beside it), a
+self-contained HTML page and JSON, built from the report's sections, with what the run was
+(:class:`RunInfo`); and the terminal's lines, fitted to its width. Everything written comes
+from the cells and the run's info, so a report merged from shards is the same."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from matrix.case.shipped import PACKAGE
-from matrix.installed import Source, installed_source, installed_vllm_version
-from matrix.judge.result import CellResult
-from matrix.releases import release_label, shipped_variant
+from matrix.judge.result import CellResult, wholly_skipped
+from matrix.report.drawing import draw_all
+from matrix.report.fitting import fit_prose, fit_table, fits, terminal_width
+from matrix.report.gallery import Picture, available, planned
+from matrix.report.headline import counts_line, findings
+from matrix.report.html import html_page
+from matrix.report.info import RunInfo, matrix_digest, run_info
+from matrix.report.markdown import markdown_report
 from matrix.report.sections import sections
-from matrix.report.tables import (
-    mismatches,
-    render_markdown,
-    render_text,
-    sort_cells,
-    tightness_table,
-)
+from matrix.report.tables import render_text, sort_cells, tightness_table
+
+__all__ = ["RunInfo", "markdown_report", "matrix_digest", "run_info"]
+
+REPORT_SUFFIXES = (".md", ".json", ".html")
+REPORT_SUFFIX_HINT = "use a .md, .json or .html file name"
+SHARD_FIELD = "shard"  # a shard report's record of its part of the run (report/merge.py)
 
 
 @dataclass(frozen=True)
-class RunInfo:
-    """What a report says about the run as a whole."""
+class Shard:
+    """Which part of a run a report holds: group ``group`` of ``splits``, out of ``selected``
+    (every cell's id, ``case-variant``, that the run selected before splitting)."""
 
-    vllm_version: str | None
-    ships: str | None = None  # the variant the release's stock reservation is
-    matrix_digest: str = ""  # the matrix code that wrote the report (see matrix_digest)
-    # A vLLM installed from a checkout or a local wheel (a dev build); None for a release from
-    # a package index, and then absent from the JSON, as in reports written before it existed.
-    source: Source | None = None
+    group: int
+    splits: int
+    selected: tuple[str, ...]
 
-
-def matrix_digest() -> str:
-    """Identifies the matrix code that wrote a report: reports written by different code are
-    never compared with each other."""
-    digest = hashlib.sha256()
-    for path in sorted(PACKAGE.rglob("*.py")):
-        digest.update(path.relative_to(PACKAGE).as_posix().encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
+    def to_dict(self) -> dict[str, Any]:
+        """The report's ``shard`` field."""
+        return {"group": self.group, "splits": self.splits, "selected": list(self.selected)}
 
 
-def run_info() -> RunInfo:
-    """What the report says of the installed vLLM, from its version alone: under xdist the
-    controller never imports vLLM."""
-    version = installed_vllm_version()
-    if version is None:
-        return RunInfo(None, matrix_digest=matrix_digest())
-    source = installed_source()  # up to three git calls: once per report
-    ships = shipped_variant(version, dev_build=source is not None)
-    return RunInfo(release_label(version), ships, matrix_digest(), source)
-
-
-def markdown_report(cells: Sequence[CellResult], info: RunInfo) -> str:
-    """The results as a Markdown document: what ran, then every section, then the cells that
-    differ from their expectation."""
-    parts = [f"# KV reservation matrix on vLLM {info.vllm_version or 'unknown'}", ""]
-    if info.source:
-        parts += [f"vLLM from the {info.source.describe()}.", ""]
-    if info.ships:
-        parts += [f"Stock on this release is expected to behave like `{info.ships}`.", ""]
+def terminal_lines(
+    cells: Sequence[CellResult], info: RunInfo, width: int | None = None
+) -> list[str]:
+    """The results as the terminal summary shows them, no line wider than ``width`` (the
+    terminal's, 120 without one): every section's table (its brief form, with notes on what
+    that leaves out, where the section asks for it or the full table is too wide), then the
+    findings."""
+    width = width or terminal_width()
+    lines = fit_prose(f"vLLM from the {info.source.describe()}", width) if info.source else []
     for section in sections(cells):
-        parts += [f"## {section.title}", ""]
-        if section.guide:
-            parts += [section.guide, ""]
-        parts += [render_markdown(section.table), ""]
-    wrong = mismatches(cells)
-    if wrong:
-        parts += ["## Cells that differ from their expectation", ""]
-        parts += [f"- `{c.case}-{c.variant}`: {c.detail}" for c in wrong]
-        parts += [""]
-    return "\n".join(parts[:-1]) + "\n"
-
-
-def terminal_lines(cells: Sequence[CellResult], info: RunInfo) -> list[str]:
-    """The results as the terminal summary shows them: every section as aligned text."""
-    lines = [f"vLLM from the {info.source.describe()}"] if info.source else []
-    for section in sections(cells):
-        lines += ["", section.title, render_text(section.table)]
-    wrong = mismatches(cells)
-    if wrong:
-        lines += ["", f"{len(wrong)} cell(s) differ from their expectation (marked !)"]
+        full = render_text(section.table).splitlines()
+        if section.brief is None or (not section.always_brief and fits(full, width)):
+            lines += ["", section.title, *fit_table(section.table, width)]
+            continue
+        lines += ["", section.title, *fit_table(section.brief, width)]
+        for note in section.notes:
+            lines += fit_prose(note, width, indent="  ")
+    lines += ["", *fit_prose(counts_line(cells), width)]
+    for finding in findings(cells):
+        lines += fit_prose(f"- {finding.replace('`', '')}", width)
     if all(cell.observed == "skip" for cell in cells):
-        lines += ["", f"every cell was skipped, so the run fails: {cells[0].detail}"]
+        lines += [
+            "",
+            *fit_prose(f"every cell was skipped, so the run fails: {cells[0].detail}", width),
+        ]
     return lines
 
 
-def json_report(cells: Sequence[CellResult], info: RunInfo) -> dict[str, Any]:
-    """The results as JSON-ready data: what ran, every cell, and the tightness table."""
+def summary_lines(cells: Sequence[CellResult], info: RunInfo) -> list[str]:
+    """The end of a run in the terminal: the tables, then a failing line for each case or
+    model whose every cell was skipped (such a run tested nothing of it, so it fails)."""
+    width = terminal_width()
+    failed = [f"matrix: FAILED: {line}" for line in wholly_skipped(list(cells))]
+    return [*terminal_lines(cells, info, width), *(w for f in failed for w in fit_prose(f, width))]
+
+
+def json_report(
+    cells: Sequence[CellResult], info: RunInfo, shard: Shard | None = None
+) -> dict[str, Any]:
+    """The results as JSON-ready data: what ran, every cell, and the tightness table; a
+    shard's report also says which part of the run it holds."""
     header, rows = tightness_table(cells)
     tightness = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows}
     info_fields = asdict(info)
     if info.source is None:  # release reports keep the shape they had before dev builds
         del info_fields["source"]
-    return {
+    report = {
         **info_fields,
         "cells": [c.to_dict() for c in sort_cells(cells)],
         "tightness": tightness,
     }
+    if shard is not None:
+        report[SHARD_FIELD] = shard.to_dict()
+    return report
 
 
-def write_report(path: Path, cells: Sequence[CellResult], info: RunInfo) -> None:
-    """Writes the Markdown (``.md``) or JSON (``.json``) report to ``path``."""
+def write_pictures(folder: Path, cells: Sequence[CellResult], info: RunInfo) -> list[Picture]:
+    """Draws every picture into ``folder`` (needs matplotlib); SVG files it had that this
+    report does not draw are removed, so the folder is this report's alone."""
+    pictures = planned(cells)
+    drawn = draw_all(pictures, cells, info.vllm_version or "unknown")
+    written = set()
+    for picture in pictures:
+        path = folder / picture.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(drawn[picture.name], encoding="utf-8")
+        written.add(path)
+    for stale in folder.rglob("*.svg"):
+        if stale not in written:
+            stale.unlink()
+    return pictures
+
+
+def write_report(
+    path: Path, cells: Sequence[CellResult], info: RunInfo, shard: Shard | None = None
+) -> None:
+    """Writes the Markdown (``.md``, its pictures in the folder of its name beside it), HTML
+    (``.html``, self-contained) or JSON (``.json``, with ``shard`` when it is one) report to
+    ``path``. Without matplotlib the Markdown and the page say that pictures are off."""
+    if path.suffix not in REPORT_SUFFIXES:
+        raise ValueError(f"--matrix-report {path}: {REPORT_SUFFIX_HINT}")
     path.parent.mkdir(parents=True, exist_ok=True)
+    release = info.vllm_version or "unknown"
+    drawing = available()
     if path.suffix == ".json":
-        text = json.dumps(json_report(cells, info), indent=2) + "\n"
+        text = json.dumps(json_report(cells, info, shard), indent=2) + "\n"
     elif path.suffix == ".md":
-        text = markdown_report(cells, info)
+        pictures = write_pictures(path.with_suffix(""), cells, info) if drawing else None
+        text = markdown_report(cells, info, path.stem, pictures)
     else:
-        raise ValueError(f"--matrix-report {path}: use a .md or .json file name")
+        drawn = planned(cells) if drawing else None
+        svgs = draw_all(drawn, cells, release) if drawn else {}
+        text = html_page(cells, info, drawn, lambda picture: svgs[picture.name])
     path.write_text(text, encoding="utf-8")

@@ -1,5 +1,9 @@
 """The sections of a results report, in order, each a title, a line saying how to read it and
-a table: one list that the terminal summary and the Markdown report both render."""
+a table: one list that the terminal summary, the Markdown report and the HTML page all render.
+
+A section may also have a brief form (a word or two a cell) for the terminal and the
+Markdown's headline, with notes on what the brief form leaves out; the Markdown keeps every
+full table, collapsed below the headline where the section is not part of it."""
 
 from __future__ import annotations
 
@@ -7,8 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matrix.judge.result import CellResult
-from matrix.report.models import models_table
-from matrix.report.tables import Table, case_table, summary_table, tightness_table
+from matrix.report.models import model_details, models_table
+from matrix.report.tables import (
+    Table,
+    case_table,
+    severity_table,
+    summary_table,
+    tightness_table,
+)
 
 
 @dataclass(frozen=True)
@@ -18,22 +28,61 @@ class Section:
     title: str
     guide: str
     table: Table
+    brief: Table | None = None  # a word or two a cell: the headline's, and the terminal's
+    notes: tuple[str, ...] = ()  # what the brief form leaves out, a line each
+    headline: bool = False  # shown in the Markdown's headline, not collapsed
+    # The terminal shows the brief form always, or only where the full table is too wide.
+    always_brief: bool = False
+
+    @property
+    def shown(self) -> Table:
+        """The table where space is short (the headline): the brief form, if any."""
+        return self.brief or self.table
 
 
 def sections(cells: Sequence[CellResult]) -> list[Section]:
     """The report's sections for ``cells``: the upstream summary when cases name columns, the
-    models when cases name models, then cases x variants and their tightness."""
+    worst severities, the models when cases name models, then cases x variants and their
+    tightness."""
     found = []
     if any(cell.column for cell in cells):
-        found.append(Section("Summary (the upstream PR's table)", "", summary_table(cells)))
+        found.append(
+            Section("Summary (the upstream PR's table)", "", summary_table(cells), headline=True)
+        )
+    found.append(
+        Section(
+            "Worst severity per variant",
+            "How many cells have each severity as their worst (see How to read this report).",
+            severity_table(cells),
+            headline=True,
+        )
+    )
     if any(cell.model for cell in cells):
-        found.append(Section("Models", "", models_table(cells)))
+        found.append(
+            Section(
+                "Models",
+                "Each model's cells under each variant, by their worst failure (How to read "
+                "this report says what each word means; a Summary column's Pass covers the "
+                "table cases only, not these models).",
+                models_table(cells),
+                brief=models_table(cells, brief=True),
+                notes=tuple(model_details(cells)),
+                headline=True,
+                always_brief=True,
+            )
+        )
     found.append(
         Section(
             "Cases x variants",
             "`FAIL kind` is the observed failure; `(expected ...)` and a leading `!` mark a "
             "cell that differs from the case's expectation.",
             case_table(cells),
+            brief=case_table(cells, brief=True),
+            notes=(
+                "A cell's worst severity (else its failure kind); pass*: passed, refusing within "
+                "the case's fit_slack; (expected ...): against the case's expectation (row "
+                "marked !).",
+            ),
         )
     )
     found.append(

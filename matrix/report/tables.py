@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from matrix.judge.result import CellResult
+from matrix.judge.severity import SEVERITY_ORDER
 from matrix.judge.tightness import tightness_label
+from matrix.outcomes import Severity
 from matrix.variant_names import VARIANT_NAMES, table_label
 
 COLUMN_ORDER = (
@@ -49,6 +51,35 @@ def cell_text(cell: CellResult) -> str:
     return text
 
 
+# The brief form: a severity in a word or two (capitals: an engine hangs or breaks).
+BRIEF: dict[Severity, str] = {
+    "deadlock": "DEADLOCK",
+    "leak": "LEAK",
+    "error": "ERROR",
+    "timeout": "TIMEOUT",
+    "sizer": "sizer",
+    "unpromotable": "unpromotable",
+    "over_reservation": "over-reserves",
+    "expectation": "expectation",
+}
+
+
+def brief_cell_text(cell: CellResult) -> str:
+    """A cell in a word (the terminal's case table): ``pass``, ``pass*`` (a tolerated
+    over-reservation), its worst severity in brief (else its kind), ``skip``; ``FAIL`` and
+    the expectation mark a cell that differs from its case, as in :func:`cell_text`."""
+    if cell.observed == "skip":
+        return "skip"
+    if cell.observed == "pass":
+        text = "pass*" if cell.severity else "pass"
+    else:
+        text = BRIEF.get(cell.severity, cell.kind) if cell.severity else cell.kind
+    if not cell.as_expected:
+        wanted = cell.expected_kind or cell.expected
+        text = f"{'FAIL ' if cell.observed == 'fail' else ''}{text} (expected {wanted})"
+    return text
+
+
 Table = tuple[list[str], list[list[str]]]
 
 
@@ -74,9 +105,10 @@ def _case_by_variant(
     return ["case", *variants], rows
 
 
-def case_table(cells: Sequence[CellResult]) -> Table:
-    """Case x variant: what each cell observed; ``!`` marks a row with a missed expectation."""
-    return _case_by_variant(cells, cell_text, mark_mismatches=True)
+def case_table(cells: Sequence[CellResult], brief: bool = False) -> Table:
+    """Case x variant: what each cell observed (``brief``: in a word); ``!`` marks a row with
+    a missed expectation."""
+    return _case_by_variant(cells, brief_cell_text if brief else cell_text, mark_mismatches=True)
 
 
 def tightness_table(cells: Sequence[CellResult]) -> Table:
@@ -119,6 +151,26 @@ def summary_table(cells: Sequence[CellResult]) -> Table:
         of_variant = [c for c in cells if c.variant == variant]
         rows.append([table_label(variant), *column_row(of_variant, columns)])
     return ["Implementation", *columns], rows
+
+
+def severity_table(cells: Sequence[CellResult]) -> Table:
+    """Rows are worst severities (worst first), then ``no failure`` (cells that ran with no
+    failing pool an engine has) and ``skip``; columns are variants; each counts the cells."""
+    variants = variants_of(cells)
+    names: list[str] = [s for s in SEVERITY_ORDER if any(c.severity == s for c in cells)]
+
+    def worst(cell: CellResult) -> str:
+        if cell.observed == "skip":
+            return "skip"
+        return cell.severity or ("no failure" if cell.observed == "pass" else "fail, no severity")
+
+    extra = ("fail, no severity", "no failure", "skip")
+    names += [n for n in extra if any(worst(c) == n for c in cells)]
+    rows = []
+    for name in names:
+        counts = [sum(1 for c in cells if c.variant == v and worst(c) == name) for v in variants]
+        rows.append([name, *[str(n) if n else "-" for n in counts]])
+    return ["worst severity", *variants], rows
 
 
 def render_text(table: Table) -> str:

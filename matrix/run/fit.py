@@ -14,6 +14,7 @@ from matrix.case.format import CaseFile
 from matrix.run.playback import cell_clock
 from matrix.run.pools import run_pool
 from matrix.run.records import Fit, StepRecord
+from matrix.wording import plural
 
 
 def ample_pool(case: CaseFile) -> int:
@@ -53,7 +54,7 @@ def measure_fit(
             why = f": {trace.message}" if trace.message else ""
             raise RuntimeError(
                 f"request {request.id} does not finish alone in {ample} blocks: it stopped "
-                f"{trace.stopped} after {len(trace.steps)} steps{why}"
+                f"{trace.stopped} after {plural(len(trace.steps), 'step')}{why}"
             )
         fit = max(fit, ample - _least_free(trace.steps))
         admitted = next((r for r in trace.steps if r.state.requests[0].status != WAITING), None)

@@ -33,6 +33,7 @@ from matrix.case.events import (
 )
 from matrix.case.format import CaseFile
 from matrix.run.records import StepRecord, StopReason
+from matrix.wording import plural
 
 # A state unchanged over this many steps with nothing scheduled will never change again.
 STUCK_AFTER = 2
@@ -55,7 +56,8 @@ class CellTimeout(Exception):
             for r in state.requests
         )
         super().__init__(
-            f"at step {step}: {requests}; {state.free_blocks} blocks free, {reserved} reserved"
+            f"at step {step}: {requests}; {plural(state.free_blocks, 'block')} free, "
+            f"{reserved} reserved"
         )
 
 
@@ -77,6 +79,9 @@ class Playback:
     reserved: int | None = None  # the reservation in force when the run stopped
     deadline: float = math.inf  # on ``clock``; checked after every step
     clock: Callable[[], float] = cell_clock  # injected by tests that need time to pass
+    # Where a picture is drawn (run/steps.py), and only there: after each recorded step, each
+    # group's blocks per request (in the case's request order); None: not recorded.
+    held: list[tuple[tuple[int, ...], ...]] | None = None
     # The state before the first step, read once: the checks before a run's first step ask for
     # it several times, and reading it costs as much as a step's own bookkeeping.
     _before_first_step: SchedulerState | None = None
@@ -131,6 +136,8 @@ class Playback:
             self.records.append(
                 StepRecord(step, scheduled, state, outcome.free_blocks_while_running)
             )
+            if self.held is not None:
+                self.held.append(self.handle.blocks_held([r.id for r in self.case.requests]))
         self._check_blocks(step, outcome)
         if self.clock() > self.deadline:
             raise CellTimeout(step, state, self.handle.reservation())

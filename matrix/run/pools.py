@@ -20,14 +20,22 @@ def run_pool(
     pool: int,
     deadline: float = math.inf,
     clock: Callable[[], float] = cell_clock,
+    record_blocks: bool = False,
 ) -> RunTrace:
     """A fresh scheduler of ``pool`` blocks, ``variant`` (a built-in's name or any
     :class:`Variant`) installed on it, the requests added and the case's events played.
     vLLM raising is a trace that stopped with ``error``; a passed deadline raises
-    :class:`CellTimeout`."""
+    :class:`CellTimeout`. ``record_blocks``: each group's blocks per request after every
+    step too (for a picture; see run/steps.py)."""
     rule = VARIANTS[variant] if isinstance(variant, str) else variant
     return play_pool(
-        pool, case, rule, lambda: adapter.build(case, pool), deadline=deadline, clock=clock
+        pool,
+        case,
+        rule,
+        lambda: adapter.build(case, pool),
+        deadline=deadline,
+        clock=clock,
+        record_blocks=record_blocks,
     )
 
 
@@ -39,6 +47,7 @@ def play_pool(
     playback: Callable[..., Playback] = Playback,
     deadline: float = math.inf,
     clock: Callable[[], float] = cell_clock,
+    record_blocks: bool = False,
 ) -> RunTrace:
     """One run on the handle ``build`` gives (the harness's scheduler, or a live engine's):
     ``rule`` installed, the requests added, the events played by ``playback`` (the harness's
@@ -46,12 +55,16 @@ def play_pool(
     raising is a trace that stopped with ``error``; a passed deadline raises
     :class:`CellTimeout`."""
     played: Playback | None = None
+    groups: tuple[str, ...] = ()
     try:
         handle = build()
         rule.apply(handle)
         for request in case.requests:
             handle.add_request(request)
-        played = playback(handle, case, deadline=deadline, clock=clock)
+        held: list[tuple[tuple[int, ...], ...]] | None = None
+        if record_blocks:
+            groups, held = handle.group_labels(), []
+        played = playback(handle, case, deadline=deadline, clock=clock, held=held)
         stopped, unmet = play(played, list(case.events))
         return RunTrace(
             pool,
@@ -60,6 +73,8 @@ def play_pool(
             unmet_expectation=unmet,
             leak=played.leak,
             reserved=played.reserved,
+            groups=groups,
+            held=tuple(held or ()),
         )
     except CellTimeout:
         raise
@@ -73,6 +88,8 @@ def play_pool(
             f"{type(error).__name__}: {error}",
             leak=played.leak,
             reserved=_reservation(played),
+            groups=groups,
+            held=tuple(played.held or ()),
         )
 
 

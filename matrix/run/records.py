@@ -4,7 +4,7 @@ a cell's runs over its pool sizes. ``matrix.judge`` reads these alone, without v
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from matrix.adapters.protocol import SchedulerState, Startable
 
@@ -40,6 +40,10 @@ class RunTrace:
     # The reservation in force when the run stopped (SchedulerHandle.reservation); None when
     # it could not be read (vLLM raised).
     reserved: int | None = None
+    # Only where a picture is drawn (run/steps.py): each KV cache group's label, and after each
+    # step the blocks it holds per request (the case's request order).
+    groups: tuple[str, ...] = ()
+    held: tuple[tuple[tuple[int, ...], ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,3 +79,69 @@ class CellRun:
     # Identifies the layout a described model ran with on this release (its derived groups), so
     # cells of releases that derive different layouts are never compared as equals.
     layout_digest: str = ""
+
+
+@dataclass(frozen=True)
+class StepMark:
+    """Something a picture marks at a step: a request's load admitted (``admitted``), its
+    load completed (``loaded``), its first scheduled step (``running``), a preemption
+    (``preempted``), its end (``finished``); or, with no request, the step from which
+    nothing changed any more (``stops``) or where vLLM raised (``error``)."""
+
+    step: int
+    what: str
+    request: str = ""
+
+
+@dataclass(frozen=True)
+class PoolSteps:
+    """One run's blocks, step by step, as a failing cell's picture draws them; recorded only
+    for failing cells, at their first failing pool and at the fit (run/steps.py)."""
+
+    pool: int
+    groups: tuple[str, ...]  # each KV cache group's label
+    requests: tuple[str, ...]
+    free: tuple[int, ...]  # free blocks after each step
+    held: tuple[tuple[tuple[int, ...], ...], ...]  # after each step: per group, per request
+    marks: tuple[StepMark, ...]
+    stopped: StopReason
+
+    def to_dict(self) -> dict[str, Any]:
+        """Compact JSON data: a step is one string, ``free:g0r0,g0r1;g1r0,g1r1`` (the free
+        blocks, then each group's blocks per request), a mark ``"step what request"``."""
+        steps = [
+            f"{free}:" + ";".join(",".join(map(str, group)) for group in held)
+            for free, held in zip(self.free, self.held, strict=True)
+        ]
+        marks = [f"{m.step} {m.what} {m.request}".rstrip() for m in self.marks]
+        return {
+            "pool": self.pool,
+            "groups": list(self.groups),
+            "requests": list(self.requests),
+            "steps": steps,
+            "marks": marks,
+            "stopped": self.stopped,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PoolSteps:
+        """The record :meth:`to_dict` wrote."""
+        free, held = [], []
+        for step in data["steps"]:
+            count, _, groups = step.partition(":")
+            free.append(int(count))
+            rows = groups.split(";") if groups else []
+            held.append(tuple(tuple(int(n) for n in row.split(",") if n) for row in rows))
+        marks = []
+        for mark in data["marks"]:
+            step, what, *request = mark.split(" ", 2)
+            marks.append(StepMark(int(step), what, request[0] if request else ""))
+        return cls(
+            data["pool"],
+            tuple(data["groups"]),
+            tuple(data["requests"]),
+            tuple(free),
+            tuple(held),
+            tuple(marks),
+            data["stopped"],
+        )

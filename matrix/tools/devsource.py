@@ -32,13 +32,16 @@ class SourceError(Exception):
 
 
 _VERSION_FILE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", re.M)
-_DESCRIBE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)-(\d+)-g([0-9a-f]+)$")
+# vLLM's tags: v0.31.0, v0.10.1.1, v0.6.4.post1, and release candidates, v0.32.0rc1.
+_DESCRIBE = re.compile(
+    r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?)-(\d+)-g([0-9a-f]+)$"
+)
 
 
 def checkout_version(checkout: Path) -> str:
     """``VLLM_VERSION`` when set; else the package's own ``vllm/_version.py`` (written when it
     was built once); else the checkout's ``git describe`` (``v0.33.0-12-gabc`` ->
-    ``0.33.0+12.gabc``)."""
+    ``0.33.0+12.gabc``, ``v0.34.0rc1-5-gdef`` -> ``0.34.0rc1+5.gdef``)."""
     stated = os.environ.get("VLLM_VERSION")
     if stated:
         return stated

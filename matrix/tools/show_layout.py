@@ -1,5 +1,5 @@
 """``python -m matrix show-layout <model>``: the KV cache groups the installed vLLM derives for a
-described model, as a table or as JSON."""
+model (its config.json or a description), as a table or as JSON."""
 
 from __future__ import annotations
 
@@ -9,14 +9,29 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from matrix.case.format import CaseFile
-from matrix.case.loading import CaseFileError, read_description
-from matrix.case.model import description_path, shipped_descriptions
+from matrix.case.loading import CaseFileError, read_model_file
+from matrix.case.model_paths import model_file, no_model
+from matrix.wording import plural
+
+# A case key -> the option that sets it, so that a refused value names the option.
+OPTIONS = {
+    ("layout", "tp"): "--tp",
+    ("layout", "block_size"): "--block-size",
+    ("layout", "mamba_mode"): "--mamba-mode",
+    ("layout", "device"): "--device",
+    ("max_model_len",): "--max-model-len",
+    ("speculative", "num_tokens"): "--spec-tokens",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the ``show-layout`` command's arguments to ``parser``."""
-    parser.add_argument("model", help="a shipped model's name, or a model description file")
+    parser.add_argument(
+        "model", help="a shipped model's name, a model's config.json, or a model description file"
+    )
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
     parser.add_argument("--mamba-mode", choices=["none", "align"], default="none")
     parser.add_argument("--spec-tokens", type=int, default=0, help="EAGLE speculative tokens")
@@ -32,12 +47,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _path(options: argparse.Namespace) -> Path:
-    given = Path(options.model)
-    path = given if given.suffix == ".yaml" else description_path(options.model, None)
+    path = model_file(options.model, None)
     if path is None or not path.is_file():
-        known = ", ".join(shipped_descriptions())
-        raise ValueError(f"no model '{options.model}' (shipped: {known}; or give a .yaml file)")
+        raise ValueError(no_model(options.model))
     return path
+
+
+def _refused(error: ValidationError) -> str:
+    """pydantic's refusal of an option's value, naming the option and the reason."""
+    problem = error.errors(include_url=False)[0]
+    location = tuple(part for part in problem["loc"] if isinstance(part, str))
+    key = next((OPTIONS[location[:n]] for n in (2, 1) if location[:n] in OPTIONS), None)
+    where = key or ".".join(location)
+    return f"{where}: {problem['msg'].removeprefix('Value error, ')}"
 
 
 def _case(options: argparse.Namespace) -> CaseFile:
@@ -53,8 +75,8 @@ def _case(options: argparse.Namespace) -> CaseFile:
     return CaseFile.model_validate(
         {
             "name": "show-layout",
-            "model": path.stem,
-            "described": read_description(path),
+            "model": path.parent.name if path.suffix == ".json" else path.stem,
+            "described": read_model_file(path),
             "layout": layout,
             "max_model_len": options.max_model_len,
             "speculative": {"method": "eagle", "num_tokens": k} if k else None,
@@ -93,7 +115,8 @@ def derived(options: argparse.Namespace) -> dict[str, Any]:
 def main(options: argparse.Namespace) -> int:
     """Prints the layout vLLM derives, as a table or JSON; returns the exit code."""
     try:
-        from matrix.adapters.model_files import check_model_file
+        _case(options)  # the options and the model file, before vLLM imports
+        from matrix.adapters.model_checks import check_model_file
 
         problems = check_model_file(_path(options)).errors
         for problem in problems:
@@ -101,6 +124,9 @@ def main(options: argparse.Namespace) -> int:
         if problems:
             return 2
         report = derived(options)
+    except ValidationError as error:
+        print(f"matrix show-layout: {_refused(error)}")
+        return 2
     except (ValueError, CaseFileError) as error:
         print(f"matrix show-layout: {error}".splitlines()[0])
         return 2
@@ -112,7 +138,7 @@ def main(options: argparse.Namespace) -> int:
         return 0
     print(
         f"{report['model']} on vLLM {report['vllm_version']}, {report['device']}: "
-        f"{len(report['groups'])} groups"
+        f"{plural(len(report['groups']), 'group')}"
     )
     for index, group in enumerate(report["groups"]):
         extra = f", window {group['window']}" if group["window"] else ""

@@ -1,65 +1,196 @@
 """``python -m matrix validate [paths]``: case files and model files checked without running
-them, a line per problem (``file:line: message``) and per warning.
+them, a line per problem (``file:line: message``) and per warning, and a last line saying what
+was checked (``3 case files, 2 model files: ok``).
 
-Case files are read and expanded as a run would (``matrix.case``); the model files they use,
-and those named, are also checked against the installed vLLM and transformers
-(``matrix.adapters.model_files``) when vLLM is installed.
+Case files are read and expanded as a run would (``matrix.case``). The model files they use,
+those named, and those in a ``models/`` folder of a directory named (whether or not a case
+uses them) are checked as files, then against transformers and the installed vLLM
+(``matrix.adapters.model_checks``): without importing vLLM where a file's rules allow it (a
+description's architecture against ``matrix.architectures``' records), importing it, with a
+line saying so, where they do not (a config.json, which vLLM reads; a Mamba state; a model
+case's derived layout).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from matrix.case.config_json import CONFIG_JSON, ConfigModel
 from matrix.case.expansion import CASE_SUFFIXES, Case, case_files, cells_from_file
-from matrix.case.loading import CaseFileError, claim_name, read_description
-from matrix.case.model import FitSweep, description_path, is_model_file
+from matrix.case.loading import CaseFileError, claim_name, read_document, read_model_file
+from matrix.case.model import FitSweep, ModelDescription
+from matrix.case.model_paths import MODELS_FOLDER, is_model_file, model_file
+from matrix.installed import installed_vllm_version
 from matrix.releases import NEWEST_SHIPPED
 from matrix.run.user_variants import VariantLoadError, run_variants
 
 
+@dataclass
+class Checked:
+    """What a validation has seen: the files, the model cases, the problems."""
+
+    cases: list[Path] = field(default_factory=list)
+    models: dict[Path, ModelDescription | ConfigModel | None] = field(default_factory=dict)
+    model_cases: list[Case] = field(default_factory=list)
+    problems: int = 0
+    bad_models: set[Path] = field(default_factory=set)
+
+    def error(self, line: object) -> None:
+        """Prints a problem."""
+        print(line)
+        self.problems += 1
+
+    def summary(self) -> str:
+        """``3 case files, 2 model files: ok`` (or the number of problems)."""
+        cases, models = len(self.cases), len(self.models)
+        counts = f"{cases} case file{'s' * (cases != 1)}, {models} model file{'s' * (models != 1)}"
+        problems = f"{self.problems} problem{'s' * (self.problems != 1)}"
+        return f"{counts}: {problems if self.problems else 'ok'}"
+
+
+def model_files_in(folder: Path) -> list[Path]:
+    """The model files of a ``models/`` folder: its descriptions and ``*/config.json``."""
+    found = [f for suffix in CASE_SUFFIXES for f in folder.glob(f"*{suffix}")]
+    return sorted([*found, *folder.glob(f"*/{CONFIG_JSON}")])
+
+
+def _named_files(paths: list[Path]) -> tuple[list[Path], list[Path]]:
+    """The case files and the model files ``paths`` name."""
+    cases: list[Path] = []
+    models: list[Path] = []
+    for path in paths:
+        if path.suffix in CASE_SUFFIXES and not is_model_file(path):
+            cases.append(path)  # a directory named like a case file is a mistake to report
+        elif path.is_dir() and path.name == MODELS_FOLDER:
+            models += model_files_in(path)
+        elif path.is_dir():
+            cases += case_files(path)
+            models += model_files_in(path / MODELS_FOLDER)
+        elif is_model_file(path):
+            models.append(path)
+        else:
+            cases.append(path)
+    return list(dict.fromkeys(cases)), list(dict.fromkeys(models))
+
+
 def validate_files(paths: list[Path], references: list[str]) -> int:
     """Checks every file ``paths`` name, with the run's variants (``references``: a user's
-    ``MODULE:NAME``); prints a line per file or problem; returns the exit code."""
+    ``MODULE:NAME``); prints a line per problem and a summary; returns the exit code."""
     try:
         variants = tuple(run_variants(references))
     except VariantLoadError as error:
         print(f"--variant: {error}")
         return 2
-    # A directory named like a case file is a mistake to report, not a folder to search.
-    named = [[p] if p.suffix in CASE_SUFFIXES else case_files(p) for p in paths]
-    files = list(dict.fromkeys(f for group in named for f in group))
-    problems = 0
+    case_paths, model_paths = _named_files(paths)
+    checked = Checked()
+    for path in model_paths:
+        checked.models[path] = None
     claimed: dict[str, tuple[Path, str]] = {}
-    models: dict[Path, None] = {}  # the model files named or used, checked once each
-    described: list[Case] = []  # cases of a described model, for the layout's warnings
-    for path in files:
+    for path in case_paths:
+        checked.cases.append(path)
         try:
-            if is_model_file(path):
-                read_description(path)
-                models[path] = None
-                continue
             cells = cells_from_file(path, NEWEST_SHIPPED, variants)
             if cells:
                 claim_name(claimed, cells[0].case.definition.name, path, cells[0].case.line)
         except CaseFileError as error:
-            print(error)
-            problems += 1
+            checked.error(error)
             continue
         print(f"{path}: ok, {len(cells)} cells")
         for case in {cell.case.case_id: cell.case for cell in cells}.values():
             for warning in _case_warnings(case):
                 print(warning)
-            used = description_path(case.definition.model, path.parent)
+            used = model_file(case.definition.model, path.parent)
             if case.definition.described is not None and used is not None:
-                models[used] = None
-                described.append(case)
-    if not _vllm_installed(list(models)):
-        return 1 if problems else 0
-    problems += _check_model_files(list(models))
-    for warning in dict.fromkeys(w for case in described for w in _layout_warnings(case)):
+                checked.models.setdefault(used, None)
+                checked.model_cases.append(case)
+    _check_models(checked)
+    print(checked.summary())
+    return 1 if checked.problems else 0
+
+
+def _check_models(checked: Checked) -> None:
+    """The model files as files, then against transformers and vLLM; the model cases' layouts."""
+    for path in list(checked.models):
+        try:
+            checked.models[path] = read_model_file(path)
+        except CaseFileError as error:
+            checked.error(error)
+            checked.bad_models.add(path)
+    readable = [path for path in checked.models if path not in checked.bad_models]
+    if importlib.util.find_spec("vllm") is None:
+        if readable:
+            print("note: vLLM is not installed: model files checked as files only")
+        for path in readable:
+            print(f"{path}: ok, {_kind(path)}")
+        return
+    from matrix.adapters.model_checks import check_model_file, needs_vllm
+
+    heavy = [p for p in readable if needs_vllm(p)]
+    cases = _cases_needing_vllm(checked)
+    if heavy or cases:
+        print(
+            f"validate: importing vLLM {installed_vllm_version()} to read "
+            f"{len(heavy)} model file(s) and derive {len(cases)} model case layout(s) "
+            "(10-30 s)...",
+            file=sys.stderr,
+            flush=True,
+        )
+    for path in readable:
+        found = check_model_file(path)
+        for problem in found.errors:
+            checked.error(problem)
+        for warning in found.warnings:
+            print(warning)
+        if found.errors:
+            checked.bad_models.add(path)
+        else:
+            print(f"{path}: ok, {_kind(path)}")
+    _check_model_cases(checked, cases)
+
+
+def _kind(path: Path) -> str:
+    return "a model's config.json" if path.suffix == ".json" else "a model description"
+
+
+def _cases_needing_vllm(checked: Checked) -> list[Case]:
+    """The model cases whose layout is derived here: all whose model file is fine (their
+    layout errors and fit_slack warnings need it); a description's device problem is pure."""
+    from matrix.adapters.devices import device_problem
+
+    cases = []
+    for case in checked.model_cases:
+        spec = case.definition
+        described = spec.described
+        path = model_file(spec.model, case.source.parent)
+        if path in checked.bad_models:
+            continue
+        if isinstance(described, ModelDescription):
+            problem = device_problem(described, spec.layout)
+            if problem is not None:
+                line = read_document(case.source).line_of(("layout", "device"))
+                checked.error(f"{case.source}:{line}: [{case.case_id}] layout.device: {problem}")
+                continue
+            if spec.fit_slack == 0 or spec.speculative is None:
+                continue  # nothing to warn of: the layout is derived by the run
+        cases.append(case)
+    return cases
+
+
+def _check_model_cases(checked: Checked, cases: list[Case]) -> None:
+    from matrix.adapters.model_checks import case_layout_problem
+
+    warnings: dict[str, None] = {}
+    for case in cases:
+        problem, warning = case_layout_problem(case)
+        if problem is not None:
+            checked.error(problem)
+        if warning is not None:
+            warnings[warning] = None
+    for warning in warnings:
         print(warning)
-    return 1 if problems else 0
 
 
 def _case_warnings(case: Case) -> list[str]:
@@ -80,58 +211,3 @@ def _case_warnings(case: Case) -> list[str]:
             " or more"
         )
     return warnings
-
-
-def _vllm_installed(models: list[Path]) -> bool:
-    if importlib.util.find_spec("vllm") is not None:
-        return True
-    if models:
-        print("note: vLLM is not installed: model files' architectures and hf_config unchecked")
-    for path in models:
-        print(f"{path}: ok, a model description")
-    return False
-
-
-def _check_model_files(paths: list[Path]) -> int:
-    """Each model file against the installed vLLM and transformers: a line per problem;
-    returns how many errors."""
-    from matrix.adapters.model_files import check_model_file
-
-    errors = 0
-    for path in paths:
-        found = check_model_file(path)
-        for problem in [*found.errors, *found.warnings]:
-            print(problem)
-        if not found.errors:
-            print(f"{path}: ok, a model description")
-        errors += len(found.errors)
-    return errors
-
-
-def _layout_warnings(case: Case) -> list[str]:
-    """A described model's ``fit_slack`` below what its layout's margin rounds up: the fix's
-    margin is ceil(N / block) in every attention group, whatever room the prompt's last block
-    has, so a model with G attention groups is refused up to G blocks over its fit."""
-    spec = case.definition
-    if spec.fit_slack == 0 or spec.speculative is None:
-        return []
-    from matrix.adapters.layout import LayoutError
-    from matrix.adapters.protocol import UnsupportedRelease
-    from matrix.adapters.selection import select_adapter
-
-    try:
-        select_adapter()  # vLLM's start-up switches
-        from matrix.adapters.kv_cache import case_groups
-
-        groups = case_groups(spec)
-    except (LayoutError, UnsupportedRelease, ValueError, ImportError):
-        return []  # the model file's own lines, or the run, say why
-    attention = sum(group.kind != "mamba" for group in groups)
-    if spec.fit_slack >= attention:
-        return []
-    # Said once per file and model (the line of the case's name), not once per axis point.
-    return [
-        f"{case.source}:{case.line}: warning: fit_slack {spec.fit_slack} is below the margin's "
-        f"round-up for {spec.model}: one block in each of its {attention} attention groups "
-        f"(fit_slack: {attention}, and pool.above at least {attention})"
-    ]

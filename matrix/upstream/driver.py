@@ -7,7 +7,9 @@ the Hugging Face cache), and compares every outcome with ``upstream/vllm-<versio
 (``expected``): the run fails on a test that does not pass and is not listed, and on
 a listed test that does not end as listed. With ``--upstream-variant NAME`` it then runs the
 tier again with that variant applied to every scheduler the tests build (``plugin``)
-and reports, in ``reports/upstream-<version>-<NAME>.md``, every test whose outcome changes.
+and reports, in ``reports/upstream-<version>-<NAME>.md``, every test whose outcome changes;
+the run fails when the variant fails a test that passes under stock (``--report-only``: it is
+reported, not failed), so CI can gate a candidate fix on vLLM's own tests.
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from matrix.case.reading import CaseFileError
+from matrix.installed import vllm_cache_root
 from matrix.upstream.expected import (
     TIERS,
+    Change,
     Expected,
     Result,
     Tier,
+    broken,
     changes,
     compare,
     expected_path,
@@ -58,6 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "to every scheduler, and report the tests it changes against stock",
     )
     parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="with --upstream-variant: report the tests the variant fails that pass under stock, "
+        "without failing the run on them (exit code: stock's)",
+    )
+    parser.add_argument(
         "--recorded",
         action="store_true",
         help="take stock's outcomes from this tier's last recorded run (reports/upstream-"
@@ -84,6 +95,7 @@ def _environment(hub: Path) -> dict[str, str]:
         # accelerator's cache after every test, and every test errors at teardown.
         VLLM_TARGET_DEVICE="cpu",
     )
+    env.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root()))  # the release's, as the matrix's
     return env
 
 
@@ -113,20 +125,32 @@ def run_pytest(
     return {nodeid: Result(nodeid, **fields) for nodeid, fields in tests.items()}, wall
 
 
-def _tests_root(options: argparse.Namespace, version: str) -> Path:
+def _checkout(options: argparse.Namespace) -> Path | None:
+    """The checkout whose tests run: ``--source``, else the installed vLLM's own checkout when
+    it holds ``tests/`` (a patched release tree, ``tox -e patched033``); None for a release."""
     if options.source:
-        return checkout_tests(options.source)
+        return Path(options.source)
     from matrix.installed import installed_source
 
-    if installed_source() is not None:
-        raise SourceError("this vLLM is a local build: name its checkout with --source")
+    source = installed_source()
+    if source is None:
+        return None
+    if source.kind == "checkout" and (Path(source.path) / "tests" / "conftest.py").is_file():
+        return Path(source.path)
+    raise SourceError("this vLLM is a local build: name its checkout with --source")
+
+
+def _tests_root(options: argparse.Namespace, version: str) -> Path:
+    checkout = _checkout(options)
+    if checkout is not None:
+        return checkout_tests(checkout)
     return fetch_tests(version, endpoint=options.index)
 
 
 def _expected_file(options: argparse.Namespace, version: str) -> Path:
     if options.expected:
         return Path(options.expected)
-    if options.source:  # a checkout is held to the release it is driven as
+    if _checkout(options):  # a checkout is held to the release it is driven as
         from matrix.releases import nearest_release
 
         return expected_path(f"{nearest_release(version)}.0")
@@ -173,8 +197,22 @@ def _recorded(path: Path, extra: list[str]) -> tuple[dict[str, Result], RunInfo]
     return results, RunInfo(**payload["run"])
 
 
+def _variant_code(variant: str, broken: list[Change], report_only: bool) -> int:
+    """1 when ``variant`` fails tests that pass under stock (0 with ``--report-only``)."""
+    if not broken:
+        return 0
+    verdict = "reported only (--report-only)" if report_only else "the run fails"
+    print(
+        f"matrix upstream: {len(broken)} test(s) pass under stock and fail under "
+        f"`{variant}`: {verdict}",
+        file=sys.stderr,
+    )
+    return 0 if report_only else 1
+
+
 def main(options: argparse.Namespace) -> int:
-    """Runs the tier (and the variant); returns 0 when stock ends as expected, 1 when not,
+    """Runs the tier (and the variant); returns 0 when stock ends as expected and the variant
+    fails no test stock passes, 1 when not (a variant's failures: unless ``--report-only``),
     2 when nothing could run."""
     from matrix.installed import installed_vllm_version
     from matrix.upstream.plugin import VariantError, resolve_variant
@@ -189,7 +227,7 @@ def main(options: argparse.Namespace) -> int:
         root = _tests_root(options, version)
         where = _expected_file(options, version)
         expected = load_expected(where)
-        paths = tier_paths(expected, options.tier, root, where, drop=bool(options.source))
+        paths = tier_paths(expected, options.tier, root, where, drop=bool(_checkout(options)))
         stem = f"upstream-{version}-{options.tier}"
         record = options.out / f"{stem}.json"
         if options.recorded:
@@ -205,13 +243,15 @@ def main(options: argparse.Namespace) -> int:
                 root, paths, options.workers, extra, options.upstream_variant
             )
             info = RunInfo(version, options.tier, source_record(root), wall, options.workers)
-            lines = variant_report(info, variant.name, changes(stock, results), results)
+            changed = changes(stock, results)
+            lines = variant_report(info, variant.name, changed, results)
             _write(
                 options.out,
                 f"upstream-{version}-{variant.name}",
                 lines,
                 _payload(info, results, extra),
             )
+            code = max(code, _variant_code(variant.name, broken(changed), options.report_only))
     except (SourceError, CaseFileError, VariantError) as error:
         print(f"matrix upstream: {error}", file=sys.stderr)
         return 2

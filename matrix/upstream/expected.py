@@ -198,3 +198,8 @@ def changes(stock: Mapping[str, Result], variant: Mapping[str, Result]) -> list[
             failing = after if after and after.outcome not in FINE else before
             found.append(Change(nodeid, was, now, failing.message if failing else ""))
     return found
+
+
+def broken(found: list[Change]) -> list[Change]:
+    """The changes a variant makes that fail a test stock passes (one it does not run too)."""
+    return [c for c in found if c.stock in FINE and c.variant not in FINE]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from matrix.case.shipped import ENGINE_CONFIGS
+from matrix.installed import cache_base
 
 if TYPE_CHECKING:  # the index client is installed in the upstream envs only
     from pypi_simple import DistributionPackage
@@ -43,9 +44,7 @@ class SourceError(Exception):
 def cache_root() -> Path:
     """Where archives' tests are kept: ``MATRIX_UPSTREAM_CACHE``, else beside vLLM's cache roots."""
     stated = os.environ.get("MATRIX_UPSTREAM_CACHE")
-    if stated:
-        return Path(stated)
-    return Path.home() / ".cache" / "vllm-kv-matrix" / "upstream"
+    return Path(stated) if stated else cache_base() / "upstream"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,183 @@
+"""A model named by its ``config.json``: the file read as JSON, with the line of every key, and
+the reference a case holds to it (:class:`ConfigModel`).
+
+What a file must say before vLLM reads it is checked here, each problem one line at its key:
+JSON that parses (a truncated file says so), an object, ``architectures`` and ``model_type``
+(and ``text_config.model_type`` for a multimodal model). What vLLM makes of the file (its
+``ModelConfig`` and the layout) is ``matrix.adapters.config_json``'s. Pure: no vLLM here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from matrix.case.reading import CaseFileError, Location, read_text
+from matrix.case.strict import Strict
+
+CONFIG_JSON = "config.json"
+
+
+class ConfigModel(Strict):
+    """A model named by its config.json: vLLM's ``ModelConfig`` reads the folder holding it."""
+
+    path: Annotated[str, Field(min_length=1)]  # the config.json, absolute
+    digest: Annotated[str, Field(min_length=64, max_length=64)]  # sha256 of its bytes
+    architecture: str  # architectures[0] (text_config's model for a multimodal model: vLLM's)
+
+    @property
+    def folder(self) -> Path:
+        """The folder vLLM's ModelConfig is pointed at."""
+        return Path(self.path).parent
+
+
+@dataclass(frozen=True)
+class ConfigDocument:
+    """A config.json's data and the line of every key in it."""
+
+    path: Path
+    data: dict[str, Any]
+    lines: dict[Location, int]
+
+    def line_of(self, location: Location) -> int:
+        """The line of the deepest part of ``location`` in the file."""
+        for end in range(len(location), -1, -1):
+            line = self.lines.get(location[:end])
+            if line is not None:
+                return line
+        return 1
+
+    def error(self, location: Location, message: str) -> CaseFileError:
+        """A problem at ``location``, worded ``key: message``."""
+        label = ".".join(str(part) for part in location)
+        return CaseFileError(self.path, self.line_of(location), f"{label}: {message}")
+
+    def text_config(self) -> dict[str, Any]:
+        """The text model's keys: ``text_config`` for a multimodal model, else the file's."""
+        text = self.data.get("text_config")
+        return text if isinstance(text, dict) else self.data
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"duplicate key '{key}'")
+        seen[key] = value
+    return seen
+
+
+def key_lines(text: str) -> dict[Location, int]:
+    """The line of every object key and array item in ``text`` (JSON that parses)."""
+    lines: dict[Location, int] = {(): 1}
+    # Per open container: [kind, its current key or index, whether a key (an item) is next].
+    stack: list[list[Any]] = []
+    line, index = 1, 0
+    while index < len(text):
+        char = text[index]
+        frame = stack[-1] if stack else None
+        if char == "\n":
+            line += 1
+        elif char in " \t\r:":
+            pass
+        elif char in "}]":
+            stack.pop()
+        elif char == "," and frame is not None:
+            frame[2] = True
+            if frame[0] == "[":
+                frame[1] += 1
+        else:
+            if frame is not None and frame[0] == "[" and frame[2]:
+                frame[2] = False
+                lines[tuple(f[1] for f in stack)] = line
+            if char == '"':
+                end = index + 1
+                while text[end] != '"':
+                    end += 2 if text[end] == "\\" else 1
+                if frame is not None and frame[0] == "{" and frame[2]:
+                    frame[1], frame[2] = json.loads(text[index : end + 1]), False
+                    lines[tuple(f[1] for f in stack)] = line
+                index = end
+            elif char in "{[":
+                stack.append([char, 0, True])
+        index += 1
+    return lines
+
+
+def _open_at_end(text: str) -> bool:
+    """Whether ``text`` ends inside a string, an object or an array (a file cut short)."""
+    depth, index = 0, 0
+    while index < len(text):
+        char = text[index]
+        if char == '"':
+            index += 1
+            while index < len(text) and text[index] != '"':
+                index += 2 if text[index] == "\\" else 1
+            if index >= len(text):
+                return True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+        index += 1
+    return depth > 0
+
+
+def _json_problem(error: json.JSONDecodeError, text: str) -> str:
+    if not text.strip():
+        return "the file is empty"
+    if _open_at_end(text):
+        return f"the JSON ends before it is complete: a truncated file? ({error.msg})"
+    return f"not valid JSON: {error.msg} (column {error.colno})"
+
+
+def read_config_json(path: Path) -> ConfigDocument:
+    """A config.json's data and lines; raises :class:`CaseFileError` where it is not JSON, or
+    not an object."""
+    text = read_text(path)
+    try:
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as error:
+        raise CaseFileError(path, error.lineno, _json_problem(error, text)) from None
+    except ValueError as error:  # a duplicate key: at its second occurrence
+        key = str(error).split("'")[1]
+        rows = [n for n, row in enumerate(text.splitlines(), 1) if f'"{key}"' in row]
+        raise CaseFileError(path, rows[1] if len(rows) > 1 else 1, str(error)) from None
+    if not isinstance(data, dict):
+        raise CaseFileError(
+            path, 1, 'a config.json is a JSON object: {"architectures": [...], ...}'
+        )
+    return ConfigDocument(path, data, key_lines(text))
+
+
+def _check_keys(document: ConfigDocument) -> str:
+    """The file's text architecture; raises :class:`CaseFileError` at the first missing key."""
+    data = document.data
+    architectures = data.get("architectures")
+    if not (isinstance(architectures, list) and architectures):
+        raise document.error(("architectures",), "needed: the model's class, as vLLM knows it")
+    if not all(isinstance(name, str) for name in architectures):
+        raise document.error(("architectures",), "a list of class names")
+    for where in [(), ("text_config",)] if "text_config" in data else [()]:
+        block = data if not where else data["text_config"]
+        if not isinstance(block, dict):
+            raise document.error(where, "an object of the text model's keys")
+        if not isinstance(block.get("model_type"), str):
+            raise document.error((*where, "model_type"), "needed: it picks the config class")
+    return str(architectures[0])
+
+
+def config_model(path: Path) -> ConfigModel:
+    """The reference to a config.json, after the checks a file must pass before vLLM reads
+    it; raises :class:`CaseFileError` at the line to fix."""
+    if path.name != CONFIG_JSON:
+        raise CaseFileError(path, 1, f"vLLM reads a folder's {CONFIG_JSON}: name the file so")
+    document = read_config_json(path)
+    architecture = _check_keys(document)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return ConfigModel(path=str(path.resolve()), digest=digest, architecture=architecture)

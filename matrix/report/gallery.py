@@ -1,0 +1,125 @@
+"""Which pictures a report has and what they are named (``planned``), the colours they share,
+and whether they can be drawn at all (matplotlib, an optional extra: ``pip install
+vllm-kv-matrix[pictures]``; without it the reports say that pictures are off). Pure: the
+drawing is ``matrix.report.pictures``, and only it imports matplotlib.
+
+- ``severity.svg``: a heat map of cases x variants, coloured by each cell's worst severity;
+- ``pools-<model>.svg``: a pool strip per model, the outcome at each pool swept, per case and
+  variant, the fit and ``startable`` marked;
+- ``cells/<case>-<variants>.svg``: a failing cell at its first failing pool and at its fit,
+  step by step: each KV cache group's blocks stacked per request, the free blocks, the pool
+  line, and the events (a load admitted or completed, a preemption, where progress stops).
+  Variants whose runs of a case were the same, step for step, share one picture
+  (``case-stock+fixed.svg``): on a release, the variant it ships runs exactly as stock.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from matrix.judge.result import CellResult
+from matrix.report.tables import sort_cells
+
+INSTALL_HINT = "pip install vllm-kv-matrix[pictures]"
+# A cell's colour: its worst severity, else how it ended (worst first, as the legends list).
+SHADES: dict[str, str] = {
+    "deadlock": "#67001f",
+    "leak": "#40004b",
+    "error": "#762a83",
+    "timeout": "#9970ab",
+    "sizer": "#b2182b",
+    "unpromotable": "#f46d43",
+    "over_reservation": "#fdae61",
+    "expectation": "#fee08b",
+    "fail": "#d6604d",  # failed with no severity of its own
+    "undersized": "#d9d9d9",  # a pool no engine serving the requests has
+    "pass, tolerated": "#d9ef8b",  # passed, refusing within the case's fit_slack
+    "pass": "#a6d96a",
+    "finished": "#a6d96a",
+    "skip": "#f0f0f0",
+}
+
+
+# ``MATRIX_PICTURES=off`` turns pictures off where matplotlib is installed (CI's full runs,
+# whose pictures no one looks at; the pictures' own tests draw theirs).
+SWITCH = "MATRIX_PICTURES"
+
+
+def installed() -> bool:
+    """Whether matplotlib is installed."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def available() -> bool:
+    """Whether pictures are drawn: matplotlib is installed and they are not switched off."""
+    return installed() and os.environ.get(SWITCH, "").lower() not in ("off", "0", "no")
+
+
+def off_reason() -> str:
+    """Why a report has no pictures."""
+    if not installed():
+        return f"matplotlib is not installed (`{INSTALL_HINT}`)"
+    return f"{SWITCH}=off"
+
+
+@dataclass(frozen=True)
+class Picture:
+    """One picture: its file name in the report's pictures folder, what it shows, and the
+    model or cell it is of (none for the heat map)."""
+
+    name: str
+    title: str
+    model: str = ""
+    cell: CellResult | None = None
+    # A cell picture's cells: its variants' cells of one case whose runs were the same.
+    alike: tuple[CellResult, ...] = ()
+
+
+def _slug(text: str) -> str:
+    """A file name from a cell id or a model name: ``case[k=1]-fixed`` -> ``case_k=1-fixed``."""
+    return re.sub(r"[^A-Za-z0-9._=,+-]+", "_", text.replace("]", "")).strip("_")
+
+
+def planned(cells: Sequence[CellResult]) -> list[Picture]:
+    """Every picture the cells give, named from the cell ids and model names (stable; a name
+    two ids would share takes the next free suffix, in the cells' order)."""
+    found = [Picture("severity.svg", "Cases x variants, by severity")] if cells else []
+    for model in sorted({c.model for c in cells if c.model}):
+        found.append(Picture(f"pools-{_slug(model)}.svg", f"{model}: each pool", model=model))
+    alike: dict[tuple[object, ...], list[CellResult]] = {}
+    for cell in sort_cells(cells):
+        if cell.steps:
+            same = (cell.case, cell.steps, cell.kind, cell.severity, cell.failures, cell.fit)
+            alike.setdefault(same, []).append(cell)
+    taken: set[str] = set()
+    for group in alike.values():
+        first, variants = group[0], "+".join(c.variant for c in group)
+        slug = base = _slug(f"{first.case}-{variants}")
+        suffix = 1
+        while slug in taken:
+            suffix += 1
+            slug = f"{base}_{suffix}"
+        taken.add(slug)
+        title = f"{first.case}-{variants}"
+        found.append(Picture(f"cells/{slug}.svg", title, cell=first, alike=tuple(group)))
+    return found
+
+
+def shade(cell: CellResult) -> str:
+    """A cell's colour name in the heat map (a key of :data:`SHADES`)."""
+    if cell.observed == "skip":
+        return "skip"
+    if cell.observed == "pass":
+        return "pass, tolerated" if cell.severity else "pass"
+    return cell.severity or "fail"
+
+
+def cells_of(picture: Picture, cells: Sequence[CellResult]) -> list[CellResult]:
+    """The cells a picture is drawn from."""
+    if picture.cell is not None:
+        return list(picture.alike or (picture.cell,))
+    return [c for c in cells if c.model == picture.model] if picture.model else list(cells)

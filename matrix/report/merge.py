@@ -1,0 +1,217 @@
+"""Shards: one release's cells split across CI jobs (pytest-split's ``--splits N --group K``),
+each writing a JSON report that records its shard, merged back into the release's report.
+
+A shard report is a release report with a ``shard`` field: its group, the number of groups,
+and every cell the run selected before the split (after ``-k`` and ``-m``), so the merge can
+tell a missing shard from a smaller run. :func:`merge_shards` refuses, in one line, shards
+that overlap, leave cells out, or were written by different matrix code, another vLLM or
+other case files; what it returns is exactly what a single run of those cells would report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from matrix.installed import Source
+from matrix.judge.result import CellResult
+from matrix.report.files import SHARD_FIELD, RunInfo, Shard, summary_lines, write_report
+
+SHARD_GLOB = "*.shard-*-of-*.json"  # how `python -m matrix run` names a shard's report
+
+
+class MergeError(Exception):
+    """Shards that cannot be merged; the message is one line."""
+
+
+def cell_id(cell: CellResult) -> str:
+    """A cell's id in a run: its test's id (``Cell.test_id``, ``case[axes]-variant``)."""
+    return f"{cell.case}-{cell.variant}"
+
+
+def shard_stem(version: str, dev: bool, group: int, splits: int) -> str:
+    """The file name (without suffix) of a release's shard report."""
+    return f"vllm-{version}{'-dev' if dev else ''}.shard-{group}-of-{splits}"
+
+
+@dataclass(frozen=True)
+class ShardReport:
+    """One shard report, as loaded."""
+
+    path: Path
+    info: RunInfo
+    shard: Shard
+    cells: tuple[CellResult, ...]
+
+
+@dataclass(frozen=True)
+class Merged:
+    """One release's shards merged: the cells and run info a single run would report."""
+
+    info: RunInfo
+    cells: tuple[CellResult, ...]
+    shards: tuple[Path, ...]
+
+
+def load_shard(path: Path) -> ShardReport:
+    """A shard report; :class:`MergeError` when it is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MergeError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise MergeError(f"{path}: not a JSON report: {error}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise MergeError(f"{path}: not a matrix report (no cells)")
+    shard = data.get(SHARD_FIELD)
+    if not isinstance(shard, dict):
+        raise MergeError(
+            f"{path}: not a shard report (no '{SHARD_FIELD}' field: run it with "
+            "--splits N --group K)"
+        )
+    try:
+        source = data.get("source")
+        info = RunInfo(
+            data["vllm_version"],
+            data.get("ships"),
+            data.get("matrix_digest", ""),
+            Source(**source) if source else None,
+        )
+        cells = tuple(CellResult.from_dict(cell) for cell in data["cells"])
+        recorded = Shard(int(shard["group"]), int(shard["splits"]), tuple(shard["selected"]))
+    except (KeyError, TypeError, ValueError) as error:
+        raise MergeError(f"{path}: a malformed shard report: {error!r}") from None
+    return ShardReport(path, info, recorded, cells)
+
+
+def shard_paths(paths: Iterable[Path]) -> list[Path]:
+    """Files as given; a directory contributes its shard reports (``*.shard-K-of-N.json``)."""
+    found: list[Path] = []
+    for path in paths:
+        found += sorted(path.glob(SHARD_GLOB)) if path.is_dir() else [path]
+    return found
+
+
+def by_release(reports: Sequence[ShardReport]) -> dict[str, list[ShardReport]]:
+    """Shard reports grouped by the vLLM they ran on (a dev build apart from its release)."""
+    groups: dict[str, list[ShardReport]] = {}
+    for report in reports:
+        key = f"{report.info.vllm_version}{'-dev' if report.info.source else ''}"
+        groups.setdefault(key, []).append(report)
+    return groups
+
+
+def merge_shards(reports: Sequence[ShardReport]) -> Merged:
+    """One release's shards as a single run's cells; :class:`MergeError` (one line) unless
+    they are groups of one split of the same run, each once, covering every cell."""
+    merged = combine_shards(reports)
+    first = reports[0]
+    selected = set(first.shard.selected)
+    present = {cell_id(cell) for cell in merged.cells}
+    missing = sorted(selected - present)
+    if missing:
+        groups = {report.shard.group for report in reports}
+        absent = sorted(set(range(1, first.shard.splits + 1)) - groups)
+        listed = ", ".join(map(str, absent))
+        which = f"group {listed} of {first.shard.splits} absent; " if absent else ""
+        raise MergeError(
+            f"{len(missing)} of {len(selected)} cells are in no shard ({which}the first: "
+            f"{missing[0]})"
+        )
+    return merged
+
+
+def combine_shards(reports: Sequence[ShardReport]) -> Merged:
+    """Some shards of one run as one part of it: :class:`MergeError` (one line) when they are
+    not from the same run, overlap, or ran different versions of a case."""
+    if not reports:
+        raise MergeError("no shard reports given")
+    first = reports[0]
+    for other in reports[1:]:
+        _same_run(first, other)
+    groups: dict[int, Path] = {}
+    owner: dict[str, Path] = {}
+    digests: dict[str, tuple[str, Path]] = {}  # case -> its digest, and where it was seen
+    for report in reports:
+        if report.shard.group in groups:
+            raise MergeError(
+                f"{report.path} and {groups[report.shard.group]} are both group "
+                f"{report.shard.group} of {report.shard.splits}: shards overlap"
+            )
+        groups[report.shard.group] = report.path
+        for cell in report.cells:
+            name = cell_id(cell)
+            if name in owner:
+                raise MergeError(f"{name} is in {owner[name]} and in {report.path}: shards overlap")
+            owner[name] = report.path
+            seen, where = digests.setdefault(cell.case, (cell.case_digest, report.path))
+            if seen != cell.case_digest:
+                raise MergeError(
+                    f"{where} and {report.path} ran different versions of case {cell.case} "
+                    f"(case digests {seen} vs {cell.case_digest}): a case file changed in between"
+                )
+    selected = set(first.shard.selected)
+    extra = sorted(owner.keys() - selected)
+    if extra:
+        raise MergeError(f"{owner[extra[0]]}: {extra[0]} was not selected by the run it is from")
+    cells = tuple(cell for report in reports for cell in report.cells)
+    return Merged(first.info, cells, tuple(r.path for r in reports))
+
+
+def _same_run(first: ShardReport, other: ShardReport) -> None:
+    """Refuses two shards that are not parts of one run: another matrix code, vLLM, split, or
+    selection of cells."""
+    pair = f"{first.path} and {other.path}"
+    if first.info.matrix_digest != other.info.matrix_digest:
+        raise MergeError(
+            f"{pair} were written by different matrix code ({first.info.matrix_digest} vs "
+            f"{other.info.matrix_digest}): rerun the shards from one commit"
+        )
+    if first.info != other.info:
+        raise MergeError(f"{pair} ran on different vLLM builds: {first.info} vs {other.info}")
+    if first.shard.splits != other.shard.splits:
+        raise MergeError(
+            f"{pair} are from different splits ({first.shard.splits} vs {other.shard.splits} "
+            "groups)"
+        )
+    if set(first.shard.selected) != set(other.shard.selected):
+        raise MergeError(
+            f"{pair} selected different cells (other case files, -k or -m): not one run's shards"
+        )
+
+
+def main(paths: Sequence[Path], out: Path) -> int:
+    """``python -m matrix merge``: each release's shards merged into ``out/vllm-<version>.md``
+    and ``.json``, its tables printed; 2 when shards are refused, 1 when a merged cell differs
+    from its case or every cell of a case was skipped (as the run itself would fail)."""
+    files = shard_paths(paths)
+    if not files:
+        print(f"matrix merge: no shard reports in {', '.join(map(str, paths))}")
+        return 2
+    try:
+        releases = {key: merge_shards(group) for key, group in by_release(_loaded(files)).items()}
+    except MergeError as error:
+        print(f"matrix merge: refused: {error}")
+        return 2
+    failed = False
+    for key, merged in releases.items():
+        cells = list(merged.cells)
+        title = f" KV reservation matrix, vLLM {merged.info.vllm_version} "
+        print(f"{title:=^80}")
+        lines = summary_lines(cells, merged.info)
+        print("\n".join(lines))
+        failed |= any(not c.as_expected for c in cells) or any(
+            line.startswith("matrix: FAILED") for line in lines
+        )
+        for suffix in (".json", ".md", ".html"):
+            path = out / f"vllm-{key}{suffix}"
+            write_report(path, cells, merged.info)
+            print(f"matrix report written to {path}")
+        print(f"merged {len(merged.shards)} shards, {len(cells)} cells\n")
+    return 1 if failed else 0
+
+
+def _loaded(files: Sequence[Path]) -> list[ShardReport]:
+    return [load_shard(path) for path in files]

@@ -1,0 +1,138 @@
+"""``python -m matrix run [-- pytest args]``: every shipped case on the installed vLLM, the
+tables printed, reports under ``reports/``; or, with ``--splits N --group K``, one shard of a
+CI split, its report under ``reports/shards/`` for ``python -m matrix merge``.
+
+With more than one worker (the default: one per core, up to four) vLLM is imported here once
+and the workers are forked after it (``forked``); their shard reports are combined by the same
+code that merges CI shards, so a forked run reports exactly what one process would.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from matrix.case.shipped import shipped_cases
+from matrix.installed import installed_source, installed_vllm_version
+from matrix.report.files import Shard, summary_lines, write_report
+from matrix.report.merge import MergeError, combine_shards, load_shard, merge_shards, shard_stem
+from matrix.runner.forked import (
+    counts,
+    exit_code,
+    failure_text,
+    fork_workers,
+    import_vllm_once,
+    wait_for,
+)
+from matrix.runner.junit import combine_junit
+from matrix.runner.plan import DURATIONS, PlanError, RunPlan, plan_run
+
+REPORTS = Path("reports")
+
+
+def run_command(pytest_args: Sequence[str]) -> int:
+    """Runs the plan the arguments make; pytest's exit code (4 for arguments it cannot run)."""
+    version = installed_vllm_version()
+    if version is None:
+        print("matrix: cannot run: vLLM is not installed (use tox -e vllm033)", file=sys.stderr)
+        return 2
+    try:
+        plan = plan_run(pytest_args)
+    except PlanError as error:
+        print(f"matrix run: {error}", file=sys.stderr)
+        return int(pytest.ExitCode.USAGE_ERROR)
+    dev = installed_source() is not None
+    outputs = _outputs(plan, version, dev)
+    # vLLM's import brings pytest plugins (anyio's) before pytest starts: nothing to rewrite.
+    quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    common = [str(shipped_cases()), "-q", *quiet, *_durations(plan)]
+    if plan.xdist:  # xdist's workers import vLLM each, after their GPU is pinned
+        return int(pytest.main([*common, *_shard_args(plan, outputs), *plan.pytest_args]))
+    # Outside every cell: no cell's time carries it, and with workers it is paid once.
+    print(f"matrix: importing vLLM {version} ...", flush=True)
+    print(f"matrix: imported in {import_vllm_once():.1f} s", flush=True)
+    if plan.forked:
+        return _forked(plan, [*common, *plan.pytest_args], outputs)
+    args = [*common, *_shard_args(plan, outputs), *plan.pytest_args]
+    return int(pytest.main(args))
+
+
+def _shard_args(plan: RunPlan, outputs: list[Path]) -> list[str]:
+    """pytest's arguments for one process's run: the reports, the split, xdist's workers."""
+    split = [f"--splits={plan.shard[1]}", f"--group={plan.shard[0]}"] if plan.shard else []
+    junit = [f"--junitxml={p}" for p in outputs if p.suffix == ".xml"]
+    reports = [f"--matrix-report={p}" for p in outputs if p.suffix != ".xml"]
+    workers = ["-n", str(plan.workers)] if plan.xdist else []
+    return [*reports, *junit, *split, *workers]
+
+
+def _outputs(plan: RunPlan, version: str, dev: bool) -> list[Path]:
+    """The files the run writes: a shard's JSON and JUnit XML, or the release's JSON,
+    Markdown (and its pictures) and HTML page; and those the arguments ask for."""
+    if plan.shard:
+        group, splits = plan.shard
+        stem = REPORTS / "shards" / shard_stem(version, dev, group, splits)
+        written = [stem.parent / f"{stem.name}.json", stem.parent / f"{stem.name}.xml"]
+    else:
+        stem = REPORTS / f"vllm-{version}{'-dev' if dev else ''}"
+        written = [stem.parent / f"{stem.name}{suffix}" for suffix in (".json", ".md", ".html")]
+    if plan.junitxml:
+        written = [p for p in written if p.suffix != ".xml"] + [plan.junitxml]
+    return written + [p for p in plan.reports if p not in written]
+
+
+def _durations(plan: RunPlan) -> list[str]:
+    """pytest-split's recorded durations (the shipped ones unless the arguments name some)."""
+    named = any(a.startswith("--durations-path") for a in plan.pytest_args)
+    return [] if named or not DURATIONS.is_file() else [f"--durations-path={DURATIONS}"]
+
+
+def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
+    """The workers forked from this process, which imported vLLM; their reports combined and
+    written, the tables printed."""
+    began = time.monotonic()
+    groups, splits = plan.worker_groups()
+    with tempfile.TemporaryDirectory(prefix="matrix-workers-") as scratch:
+        try:
+            junit = any(p.suffix == ".xml" for p in outputs)
+            workers = fork_workers(pytest_args, groups, splits, Path(scratch), junit)
+            results = wait_for(workers)
+        except KeyboardInterrupt:
+            print("matrix: interrupted", file=sys.stderr)
+            return int(pytest.ExitCode.INTERRUPTED)
+        for result in results:
+            if result.exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+                print(f"\n--- worker {result.group} of {splits} ---\n{failure_text(result)}")
+        code = exit_code(results)
+        try:
+            reports = [load_shard(r.report) for r in results if r.report.is_file()]
+            merged = (combine_shards if plan.shard else merge_shards)(reports)
+        except MergeError as error:
+            print(f"matrix: the workers' reports do not make the run: {error}", file=sys.stderr)
+            return code or int(pytest.ExitCode.INTERNAL_ERROR)
+        shard = None
+        if plan.shard:
+            shard = Shard(plan.shard[0], plan.shard[1], reports[0].shard.selected)
+            xml = [p for p in outputs if p.suffix == ".xml"]
+            if xml:
+                combine_junit([r.junit for r in results], xml[0])
+    cells = list(merged.cells)
+    if cells:
+        title = f" KV reservation matrix, vLLM {merged.info.vllm_version} "
+        print(f"\n{title:=^80}")
+        lines = summary_lines(cells, merged.info)
+        print("\n".join(lines))
+        if code == pytest.ExitCode.OK and any(line.startswith("matrix: FAILED") for line in lines):
+            code = int(pytest.ExitCode.TESTS_FAILED)
+    for path in outputs:
+        if path.suffix != ".xml":
+            write_report(path, cells, merged.info, shard)
+        print(f"matrix report written to {path}")
+    elapsed = time.monotonic() - began
+    print(f"{counts(results)} in {elapsed:.1f}s ({plan.workers} workers forked after the import)")
+    return code

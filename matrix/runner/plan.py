@@ -1,0 +1,94 @@
+"""What ``python -m matrix run -- ARGS`` asks for, read from pytest's arguments: how many
+workers, whether this is one shard of a CI split (pytest-split's ``--splits``/``--group``),
+and whether the workers are forked after vLLM's import (the default) or pytest-xdist's (a
+GPU per worker needs them: a forked worker inherits a process that already imported torch).
+Pure: reads the arguments and the environment only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from matrix.case.shipped import shipped_cases
+
+MAX_DEFAULT_WORKERS = 4
+# Recorded cell durations pytest-split balances shards by (``--store-durations`` writes them);
+# cells it has no figure for count as the average.
+DURATIONS = shipped_cases() / "durations.json"
+
+
+class PlanError(Exception):
+    """Arguments ``run`` cannot honour; the message is one line."""
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How to run: ``workers`` processes (1: this one), one ``shard`` (group, splits) of a CI
+    split or the whole run, on pytest-xdist's workers or forked ones, and pytest's other
+    arguments."""
+
+    workers: int
+    shard: tuple[int, int] | None
+    xdist: bool
+    pytest_args: tuple[str, ...]
+    reports: tuple[Path, ...] = ()  # ``--matrix-report`` files the arguments add
+    junitxml: Path | None = None  # pytest's ``--junitxml`` when the arguments ask for it
+
+    @property
+    def forked(self) -> bool:
+        """Whether workers are forked from this process after vLLM's import."""
+        return self.workers > 1 and not self.xdist
+
+    def worker_groups(self) -> tuple[tuple[int, ...], int]:
+        """The pytest-split groups this run's workers take, and into how many the cells are
+        split: a shard K of N with W workers is groups (K-1)W+1 ... KW of NW."""
+        group, splits = self.shard or (1, 1)
+        first = (group - 1) * self.workers
+        return tuple(range(first + 1, first + self.workers + 1)), splits * self.workers
+
+
+def _workers(value: str, cpus: int) -> int:
+    if value in ("auto", "logical"):
+        return max(1, cpus)
+    try:
+        return max(1, int(value))
+    except ValueError:
+        raise PlanError(f"-n {value}: a number of workers, or auto") from None
+
+
+def plan_run(
+    pytest_args: Sequence[str], environ: Mapping[str, str] | None = None, cpus: int | None = None
+) -> RunPlan:
+    """The plan for these arguments: ``-n N`` (default: a worker per core, up to four),
+    ``--splits N --group K``, and xdist when ``--matrix-gpus`` or a ``CUDA_VISIBLE_DEVICES``
+    listing several GPUs asks for a GPU per worker (or ``--dist``/``--tx`` name xdist's own
+    scheduling)."""
+    environ = os.environ if environ is None else environ
+    cpus = (os.cpu_count() or 1) if cpus is None else cpus
+    reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    reader.add_argument("-n", "--numprocesses", dest="workers")
+    reader.add_argument("--splits", type=int)
+    reader.add_argument("--group", type=int)
+    reader.add_argument("--matrix-report", action="append", default=[], type=Path)
+    reader.add_argument("--junitxml", "--junit-xml", type=Path)
+    known, rest = reader.parse_known_args(list(pytest_args))
+    if (known.splits is None) != (known.group is None):
+        raise PlanError("--splits N and --group K go together")
+    shard = None
+    if known.splits is not None:
+        if not 1 <= known.group <= known.splits:
+            raise PlanError(f"--group {known.group}: one of 1 ... {known.splits}")
+        shard = (known.group, known.splits)
+    if "--store-durations" in rest:
+        workers = 1  # pytest-split records one process's durations; workers would each write
+    elif known.workers is None:
+        workers = min(MAX_DEFAULT_WORKERS, cpus)
+    else:
+        workers = _workers(known.workers, cpus)
+    gpus = [g for g in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    xdist = any(a.startswith(("--matrix-gpus", "--dist", "--tx")) for a in rest) or len(gpus) > 1
+    return RunPlan(workers, shard, xdist, tuple(rest), tuple(known.matrix_report), known.junitxml)

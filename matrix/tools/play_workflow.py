@@ -1,0 +1,286 @@
+"""``python -m matrix.tools.play_workflow WORKFLOW``: a GitHub Actions workflow played on this
+machine, so that the template in docs/ci/ is run, not only read (docs/ci.md).
+
+Every job of the matrix runs in sequence, each in its own copy of the repository's files, taken
+once when the play starts (what ``actions/checkout`` gives each runner of a run): its ``run:``
+steps through bash as the runner runs them, its ``uses:`` steps emulated (``steps``):
+artifacts are folders under ``OUT/artifacts``, ``$GITHUB_STEP_SUMMARY`` a file per step,
+gathered per job in ``OUT/summaries``. Then the jobs that need them, the merge. It prints what
+each job did and writes ``OUT/play.json``.
+
+The steps run as written, with these substitutions only, each asked for on the command line:
+
+- ``--release V`` and ``--shards N`` restrict the matrix (``release`` in V; ``shard`` 1 ... N,
+  and the workflow's ``SHARDS`` set to N);
+- arguments after ``--`` are added to every ``python -m tox -e ENV`` that runs cells;
+- ``--here`` runs each ``python -m tox -e ENV -- ARGS`` as ENV's commands from tox.ini in this
+  environment (refused for an env pinning another vLLM release than the installed one), and
+  skips ``python -m pip install ... tox==...`` (no tox is needed then);
+- ``--inherit NAME`` keeps this machine's ``NAME`` (or its absence) over the workflow's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from matrix.tools import steps
+from matrix.tools.tox_commands import ToxError, read_env
+from matrix.tools.workflow import (
+    JobRun,
+    Status,
+    WorkflowError,
+    condition,
+    interpolate,
+    job_order,
+    job_runs,
+    load_workflow,
+)
+
+TOX_RUN = re.compile(r"python -m tox -e ([\w.-]+)(?: -- ([^|&;\n]*))?")
+TOX_INSTALL = re.compile(r"^\s*python -m pip install\b.*\btox==.*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to play, where, and the substitutions asked for."""
+
+    workflow: Path
+    repo: Path
+    out: Path
+    releases: tuple[str, ...] = ()
+    shards: int | None = None
+    here: bool = False
+    pytest_args: tuple[str, ...] = ()
+    inherit: tuple[str, ...] = ()
+    verbose: bool = False
+
+
+@dataclass
+class JobOutcome:
+    """What a job did: its steps' outcomes, artifacts, and its summary file."""
+
+    job: str
+    name: str
+    matrix: dict[str, Any]
+    status: str = "success"
+    steps: list[steps.StepOutcome] = field(default_factory=list)
+    summary: str | None = None
+
+
+def play(options: Options) -> list[JobOutcome]:
+    """Plays the workflow's jobs in order; their outcomes (raises WorkflowError, ToxError)."""
+    workflow = load_workflow(options.workflow)
+    env = {str(k): str(v) for k, v in (workflow.get("env") or {}).items()}
+    if options.shards is not None:
+        env["SHARDS"] = str(options.shards)
+    # One checkout for every job, as every job of a run checks out one commit: edits to the
+    # work tree while the play runs cannot give two shards different code.
+    checkout = steps.snapshot(options.repo, options.out / "checkout")
+    outcomes: list[JobOutcome] = []
+    succeeded: dict[str, bool] = {}  # job id -> every run of it succeeded
+    for job_id in job_order(workflow):
+        runs = [r for r in job_runs(workflow, job_id) if _selected(r, options)]
+        if not runs:
+            raise WorkflowError(f"job {job_id}: --release/--shards leave none of its runs")
+        needs = workflow["jobs"][job_id].get("needs") or []
+        needs = [needs] if isinstance(needs, str) else needs
+        status = Status(failed=not all(succeeded[n] for n in needs))
+        for run in runs:
+            home = options.out / "jobs" / f"{len(outcomes) + 1:02d}-{_slug(run.name)}"
+            outcomes.append(_play_job(run, workflow, env, status, home, checkout, options))
+        succeeded[job_id] = all(o.status == "success" for o in outcomes if o.job == job_id)
+    return outcomes
+
+
+def _selected(run: JobRun, options: Options) -> bool:
+    release, shard = run.matrix.get("release"), run.matrix.get("shard")
+    if options.releases and release is not None and str(release) not in options.releases:
+        return False
+    return not (options.shards and shard is not None and int(shard) > options.shards)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A job run's place: its folder, workspace, default shell and time limit."""
+
+    home: Path
+    workspace: Path
+    shell: str | None
+    minutes: float
+
+
+def _play_job(
+    run: JobRun,
+    workflow: dict[str, Any],
+    env: dict[str, str],
+    needed: Status,
+    home: Path,
+    checkout: Path,
+    options: Options,
+) -> JobOutcome:
+    """One run of a job: its ``if``, then its steps in a fresh copy of ``checkout``."""
+    outcome = JobOutcome(run.job_id, run.name, run.matrix)
+    contexts = {"matrix": run.matrix, "runner": {"os": "Linux", "temp": str(home / "tmp")}}
+    if not condition(run.definition.get("if"), {**contexts, "env": env}, needed):
+        outcome.status = "skipped"
+        print(f"play: job {run.name}: skipped (its if: does not hold)", flush=True)
+        return outcome
+    print(f"play: job {run.name}", flush=True)
+    shell = ((workflow.get("defaults") or {}).get("run") or {}).get("shell")
+    job = _Job(
+        home,
+        steps.fresh_workspace(checkout, home / "workspace"),
+        ((run.definition.get("defaults") or {}).get("run") or {}).get("shell", shell),
+        float(run.definition.get("timeout-minutes", 360)),
+    )
+    job_env = {**env, **_evaluated(run.definition.get("env"), {**contexts, "env": env})}
+    for number, step in enumerate(run.definition.get("steps") or [], 1):
+        step_env = {**job_env, **_evaluated(step.get("env"), {**contexts, "env": job_env})}
+        failed = outcome.status == "failure"
+        result = _play_step(job, number, step, {**contexts, "env": step_env}, failed, options)
+        outcome.steps.append(result)
+        print(f"  {result.line()}", flush=True)
+        if result.status == "failure" and not step.get("continue-on-error"):
+            outcome.status = "failure"
+    outcome.summary = steps.gather_summaries(home, options.out / "summaries", home.name)
+    return outcome
+
+
+def _play_step(
+    job: _Job,
+    number: int,
+    step: dict[str, Any],
+    scope: dict[str, Any],
+    failed: bool,
+    options: Options,
+) -> steps.StepOutcome:
+    """One step: skipped by its ``if``, an emulated action, or its script run."""
+    name = str(step.get("name") or step.get("uses") or f"Run {step.get('run', '').strip()}")
+    name = interpolate(name, scope).splitlines()[0]
+    if not condition(step.get("if"), scope, Status(failed)):
+        return steps.StepOutcome(name, "skipped")
+    if "uses" in step:
+        reads = str(step["uses"]).split("@")[0] in steps.READS_INPUTS
+        inputs = _evaluated(step.get("with"), scope) if reads else {}
+        return steps.emulate(name, str(step["uses"]), inputs, job.workspace, options.out)
+    place = steps.StepPlace(job.workspace, job.home, number, step.get("working-directory"))
+    script = substitute(interpolate(str(step["run"]), scope), options)
+    variables = _environment(scope["env"], place, options.inherit, options.here)
+    seconds = float(step.get("timeout-minutes", job.minutes)) * 60
+    shell = step.get("shell", job.shell)
+    return steps.run_script(name, script, shell, variables, place, seconds, options.verbose)
+
+
+def _evaluated(mapping: Any, contexts: dict[str, Any]) -> dict[str, str]:
+    return {str(k): interpolate(str(v), contexts) for k, v in (mapping or {}).items()}
+
+
+def _environment(
+    step_env: dict[str, str], place: steps.StepPlace, inherit: Sequence[str], here: bool
+) -> dict[str, str]:
+    """The machine's environment, the workflow's on top (but the inherited names), then the
+    runner's own variables."""
+    variables = dict(os.environ)
+    variables.update({k: v for k, v in step_env.items() if k not in inherit})
+    variables.update(place.runner_variables())
+    if here:  # `python` is this environment's, as in an activated virtual environment
+        variables["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), variables["PATH"]])
+    return variables
+
+
+def substitute(script: str, options: Options) -> str:
+    """A ``run:`` script with the substitutions the options ask for (the module's docstring)."""
+    tox_ini = options.repo / "tox.ini"
+
+    def tox_run(match: re.Match[str]) -> str:
+        env = read_env(tox_ini, match.group(1))
+        extra = options.pytest_args if env.runs_cells else ()
+        given = match.group(2) or ""
+        args, trail = given.rstrip(), given[len(given.rstrip()) :]
+        if not options.here:
+            if not extra:
+                return match.group(0)
+            words = " ".join([args, *map(shlex.quote, extra)]).strip()
+            return f"python -m tox -e {env.name} -- {words}{trail}"
+        _check_release(env.name, env.release)
+        return env.shell(args or None, extra) + trail
+
+    if options.here:
+        script = TOX_INSTALL.sub(": tox is not needed with --here", script)
+    return TOX_RUN.sub(tox_run, script)
+
+
+def _check_release(env: str, release: str | None) -> None:
+    """Refuses (``--here``) an env that pins a vLLM release other than the installed one."""
+    from matrix.installed import installed_vllm_version
+
+    installed = installed_vllm_version()
+    if release is not None and installed != release:
+        hint = f": add --release {installed}" if installed else ""
+        raise WorkflowError(
+            f"--here: tox env {env} installs vLLM {release}, this environment has "
+            f"{installed or 'no vLLM'}{hint}"
+        )
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^\w.-]+", "-", name).strip("-") or "job"
+
+
+ARGUMENTS = (  # (flags, argparse keywords) of the command line
+    (("workflow",), {"type": Path, "nargs": "?", "default": Path("docs/ci/github-workflow.yml")}),
+    (("--release",), {"action": "append", "default": [], "help": "only this release's runs"}),
+    (("--shards",), {"type": int, "help": "each release in shards 1 ... N"}),
+    (("--here",), {"action": "store_true", "help": "tox envs' commands in this environment"}),
+    (
+        ("--inherit",),
+        {"action": "append", "default": [], "metavar": "NAME", "help": "its value here"},
+    ),
+    (("--out",), {"type": Path, "help": "where the jobs' files go (default: a new folder)"}),
+    (("--repo",), {"type": Path, "help": "the repository to copy (default: the workflow's)"}),
+    (("--verbose",), {"action": "store_true", "help": "the steps' output as they run"}),
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line (arguments after ``--`` go to the runs of cells); 0 when every job
+    succeeded, 1 when one failed, 2 when the workflow cannot be played."""
+    parser = argparse.ArgumentParser(
+        prog="python -m matrix.tools.play_workflow",
+        description=__doc__.split("\n\n")[0],
+        epilog="Arguments after -- are added to the runs of cells (-k, -n ...).",
+    )
+    for flags, keywords in ARGUMENTS:
+        parser.add_argument(*flags, **keywords)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    given, extra = parser.parse_args(argv[:cut]), tuple(argv[cut + 1 :])
+    try:
+        repo = (given.repo or steps.repository_of(given.workflow)).resolve()
+        out = (given.out or Path(tempfile.mkdtemp(prefix="play-workflow-"))).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        options = Options(given.workflow.resolve(), repo, out, tuple(given.release), given.shards)
+        options = replace(options, here=given.here, pytest_args=extra, verbose=given.verbose)
+        outcomes = play(replace(options, inherit=tuple(given.inherit)))
+    except (WorkflowError, ToxError, steps.StepError) as error:
+        print(f"play: {error}", file=sys.stderr)
+        return 2
+    report = json.dumps([asdict(o) for o in outcomes], indent=2)
+    (out / "play.json").write_text(report + "\n", encoding="utf-8")
+    failed = [o for o in outcomes if o.status == "failure"]
+    print(f"\nplay: {len(outcomes)} jobs, {len(failed)} failed; their files are in {out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

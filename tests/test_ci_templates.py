@@ -1,0 +1,263 @@
+"""The CI templates (docs/ci/): docs/ci.md shows them as they are, they run every known
+release in the same shards through its tox env, their linters pass (each shown to catch a
+mistake), and the workflow played here gives the report a direct run gives."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from matrix.releases import RELEASES, release_key, release_of
+from matrix.tools.tox_commands import read_env
+from matrix.tools.workflow import expand_matrix, load_workflow
+from tests.helpers import REPO, needs_vllm
+
+DOC = REPO / "docs" / "ci.md"
+WORKFLOW = REPO / "docs" / "ci" / "github-workflow.yml"
+PIPELINE = REPO / "docs" / "ci" / "buildkite-pipeline.yml"
+TOX_INI = REPO / "tox.ini"
+
+
+def doc_copy(path: Path) -> str:
+    """The text docs/ci.md shows for a template: the yaml block after its marker."""
+    text = DOC.read_text(encoding="utf-8")
+    marker = text.index(f"<!-- {path.relative_to(REPO)}, copied")
+    start = text.index("```yaml\n", marker) + len("```yaml\n")
+    return text[start : text.index("\n```\n", start) + 1]
+
+
+@pytest.mark.parametrize("path", [WORKFLOW, PIPELINE], ids=lambda p: p.name)
+def test_the_doc_shows_each_template_as_it_is(path: Path) -> None:
+    assert doc_copy(path) == path.read_text(encoding="utf-8"), (
+        f"docs/ci.md's copy of {path.relative_to(REPO)} differs from the file: paste its text"
+    )
+
+
+def test_both_templates_run_every_release_in_the_same_shards() -> None:
+    workflow = load_workflow(WORKFLOW)
+    combos = expand_matrix(workflow["jobs"]["shard"]["strategy"]["matrix"])
+    releases = sorted({c["release"] for c in combos}, key=release_key)
+    assert [release_of(r) for r in releases] == sorted(RELEASES, key=release_key)
+    for combo in combos:  # each release through the tox env that pins it
+        assert read_env(TOX_INI, combo["toxenv"]).release == combo["release"]
+    shards = int(workflow["env"]["SHARDS"])
+    assert sorted({c["shard"] for c in combos}) == list(range(1, shards + 1))
+    assert len(combos) == len(releases) * shards
+    pipeline = yaml.safe_load(PIPELINE.read_text(encoding="utf-8"))
+    steps = [step for step in pipeline["steps"] if "parallelism" in step]
+    assert [read_env(TOX_INI, s["env"]["TOX_ENV"]).release for s in steps] == releases
+    assert {step["parallelism"] for step in steps} == {shards}
+    # The tox tox.ini provisions from, and the README's CPU torch index, in both.
+    tox = re.search(r"^\s+tox==(\S+)$", TOX_INI.read_text(encoding="utf-8"), re.MULTILINE)
+    assert tox and workflow["env"]["TOX_VERSION"] == pipeline["env"]["TOX_VERSION"] == tox[1]
+    index = workflow["env"]["PIP_EXTRA_INDEX_URL"]
+    assert index == pipeline["env"]["PIP_EXTRA_INDEX_URL"]
+    assert f"PIP_EXTRA_INDEX_URL={index}" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def tool(name: str) -> str:
+    """An installed linter (this environment's first), or the test skips."""
+    places = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    found = shutil.which(name, path=places)
+    if found is None:
+        pytest.skip(f"{name} is not installed (requirements/ci-lint.txt)")
+    return found
+
+
+def lint(command: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def broken(tmp_path: Path, path: Path, old: str, new: str) -> Path:
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    copy = tmp_path / path.name
+    copy.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return copy
+
+
+def test_actionlint_and_shellcheck_pass_the_workflow(tmp_path: Path) -> None:
+    actionlint = tool("actionlint")
+    shellcheck = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or ""
+    command = [actionlint, f"-shellcheck={shellcheck}", "-pyflakes=", "-no-color"]
+    done = lint([*command, str(WORKFLOW)])
+    assert done.returncode == 0 and not done.stdout, done.stdout + done.stderr
+    # It checks each action's inputs against its version, and (with shellcheck) the scripts.
+    misspelt = broken(tmp_path, WORKFLOW, "merge-multiple:", "merge-multipl:")
+    assert 'input "merge-multipl" is not defined' in lint([*command, str(misspelt)]).stdout
+    if shellcheck:
+        unquoted = broken(tmp_path, WORKFLOW, 'cat "$report"', "cat $report")
+        assert "SC2086" in lint([*command, str(unquoted)]).stdout
+
+
+@pytest.mark.parametrize(
+    ("path", "schema", "old", "new"),
+    [
+        (WORKFLOW, "vendor.github-workflows", "runs-on:", "run-on:"),
+        (PIPELINE, "vendor.buildkite", "parallelism: 3", "parallelism: three"),
+    ],
+    ids=["github", "buildkite"],
+)
+def test_each_template_matches_its_vendored_schema(
+    tmp_path: Path, path: Path, schema: str, old: str, new: str
+) -> None:
+    if importlib.util.find_spec("check_jsonschema") is None:
+        pytest.skip("check-jsonschema is not installed (requirements/ci-lint.txt)")
+    command = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema]
+    done = lint([*command, str(path)])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lint([*command, str(broken(tmp_path, path, old, new))]).returncode == 1
+
+
+def test_the_buildkite_commands_pass_shellcheck(tmp_path: Path) -> None:
+    shellcheck = tool("shellcheck")
+    pipeline = yaml.safe_load(PIPELINE.read_text(encoding="utf-8"))
+    commands = {step["key"]: step["command"] for step in pipeline["steps"] if "command" in step}
+    assert len(commands) == len(RELEASES) + 1
+    for key, command in commands.items():
+        script = tmp_path / f"{key}.sh"
+        # `$$` is Buildkite's escape: the job's shell sees `$`.
+        script.write_text("#!/usr/bin/env bash\n" + command.replace("$$", "$"), encoding="utf-8")
+        done = lint([shellcheck, "--shell=bash", str(script)])
+        assert done.returncode == 0, f"{key}: {done.stdout}"
+
+
+def without_digest(path: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    report.pop("matrix_digest")
+    return report
+
+
+@needs_vllm
+@pytest.mark.slow
+@pytest.mark.once
+def test_the_workflow_played_here_merges_what_a_direct_run_reports(
+    inline: pytest.Pytester, tmp_path: Path
+) -> None:
+    """The workflow's own steps, on the installed release: three shard jobs (each a process
+    that imports vLLM, as on three machines), their artifacts, then the merge job."""
+    from matrix.installed import installed_vllm_version
+
+    version = installed_vllm_version()
+    out = tmp_path / "play"
+    command = [sys.executable, "-m", "matrix.tools.play_workflow", str(WORKFLOW), "--here"]
+    command += ["--release", str(version), "--shards", "3", "--out", str(out)]
+    began = time.monotonic()
+    played = subprocess.run(
+        [*command, "--", "-k", "single_group", "-n", "0"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        cwd=tmp_path,
+    )
+    print(f"the play took {time.monotonic() - began:.1f} s")
+    jobs = json.loads((out / "play.json").read_text(encoding="utf-8"))
+    steps = {(job["name"], step["name"]): step for job in jobs for step in job["steps"]}
+    assert [job["job"] for job in jobs] == ["shard"] * 3 + ["merge"], played.stdout
+    assert all(job["status"] == "success" for job in jobs[:3]), played.stdout[-4000:]
+    assert steps[("merge", "Merge each release's shards")]["status"] == "success"
+    # One release cannot make a cross-version check: that step fails, saying so.
+    crossed = steps[("merge", "Cross-version table and fidelity checks")]
+    assert crossed["status"] == "failure" and played.returncode == 1
+    assert "no check across two releases could run" in played.stdout
+
+    # A direct run of the same cells, in this process (vLLM imported already).
+    direct = inline.runpytest_inprocess(
+        str(REPO / "cases"),
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "single_group",
+        "--matrix-report=one.json",
+        # Under the merged report's name: its pictures' folder is named after it.
+        f"--matrix-report=one/vllm-{version}.md",
+    )
+    assert direct.ret == 0
+    merged = out / "artifacts" / "reports" / f"vllm-{version}"
+    assert without_digest(Path(f"{merged}.json")) == without_digest(inline.path / "one.json")
+    markdown = (inline.path / "one" / f"vllm-{version}.md").read_text(encoding="utf-8")
+    assert Path(f"{merged}.md").read_text(encoding="utf-8") == markdown
+    assert 20 <= len(without_digest(inline.path / "one.json")["cells"]) <= 50
+    summary = Path(jobs[3]["summary"]).read_text(encoding="utf-8")
+    assert summary.startswith(markdown)  # then the cross-version report
+    assert "# KV reservation matrix across vLLM releases" in summary[len(markdown) :]
+
+
+STUB_PYTHON = """\
+#!/usr/bin/env bash
+echo "python $*" >> "$CALLS"
+case "$*" in
+  "-m tox -e merge") mkdir -p reports && echo "# 0.32" > reports/vllm-0.32.0.md \\
+    && echo "# 0.33" > reports/vllm-0.33.0.md && exit "$MERGE_EXIT" ;;
+  "-m tox -e crossversion") echo "# across" > reports/cross-version.md ;;
+esac
+"""
+STUB_AGENT = """\
+#!/usr/bin/env bash
+echo "agent $*" >> "$CALLS"
+if [ "$1" = annotate ]; then cat >> "$CALLS"; fi
+"""
+
+
+@pytest.mark.parametrize("merge_exit", [0, 1])
+def test_the_buildkite_commands_run_each_shard_and_annotate_the_merge(
+    tmp_path: Path, merge_exit: int
+) -> None:
+    """Each command as Buildkite's agent runs it (``bash -e -c``, ``$$`` read as ``$``), with
+    ``python`` and ``buildkite-agent`` stubs that record what they were asked."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name, text in (("python", STUB_PYTHON), ("buildkite-agent", STUB_AGENT)):
+        (stubs / name).write_text(text)
+        (stubs / name).chmod(0o755)
+    pipeline = yaml.safe_load(PIPELINE.read_text(encoding="utf-8"))
+    calls = tmp_path / "calls"
+
+    def run(step: dict[str, Any], **env: str) -> int:
+        variables = {**os.environ, **pipeline["env"], **step.get("env", {}), **env}
+        variables.update(PATH=f"{stubs}{os.pathsep}{os.environ['PATH']}", CALLS=str(calls))
+        command = step["command"].replace("$$", "$")
+        done = subprocess.run(
+            ["bash", "-e", "-c", command], env=variables, cwd=tmp_path, check=False
+        )
+        return done.returncode
+
+    shard = next(step for step in pipeline["steps"] if step.get("key") == "vllm033")
+    for job in range(shard["parallelism"]):
+        count = str(shard["parallelism"])
+        assert run(shard, BUILDKITE_PARALLEL_JOB=str(job), BUILDKITE_PARALLEL_JOB_COUNT=count) == 0
+    merge = next(step for step in pipeline["steps"] if step.get("key") == "merge")
+    assert run(merge, MERGE_EXIT=str(merge_exit)) == merge_exit
+    style = "error" if merge_exit else "success"
+    assert calls.read_text().splitlines() == [
+        *[
+            line
+            for group in (1, 2, 3)
+            for line in (
+                "python -m pip install tox==4.67.15",
+                f"python -m tox -e vllm033 -- --splits 3 --group {group}",
+            )
+        ],
+        "agent artifact download reports/shards/* .",
+        "python -m pip install tox==4.67.15",
+        "python -m tox -e merge",
+        f"agent annotate --style {style} --context vllm-0.32.0",
+        "# 0.32",
+        f"agent annotate --style {style} --context vllm-0.33.0",
+        "# 0.33",
+        "python -m tox -e crossversion",
+        "agent annotate --style info --context cross-version",
+        "# across",
+    ]

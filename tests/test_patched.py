@@ -1,0 +1,145 @@
+"""The findings' patch to vLLM's source (``tox -e patched033``): the patched tree, made once per
+patch from a release's unpacked archive; the adapter that drives a scheduler carrying it; and
+the check that its stock equals ``proposed`` on the unpatched release, from reports alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from matrix.report.patched import load_one, main, patch_fidelity
+from matrix.tools.devsource import SourceError
+from matrix.upstream.patched import apply, patch_path, patched_tree
+from matrix.upstream.source import MARKER
+from tests.helpers import needs_vllm
+
+PATCH = """A header the patch tool skips.
+
+--- a/vllm/core.py
++++ b/vllm/core.py
+@@ -1,2 +1,2 @@
+ def margin():
+-    return 1
++    return 0
+"""
+
+
+@pytest.fixture
+def archive_tree(tmp_path: Path) -> Path:
+    """A release's unpacked tree as ``fetch_tree`` caches it (so nothing is downloaded)."""
+    tree = tmp_path / "cache" / "vllm-9.9.9-tree"
+    (tree / "vllm").mkdir(parents=True)
+    (tree / "vllm" / "core.py").write_text("def margin():\n    return 1\n")
+    (tree / MARKER).write_text(json.dumps({"filename": "vllm-9.9.9.tar.gz", "sha256": "ab"}))
+    return tree
+
+
+def test_the_patched_tree_is_made_once_per_patch(archive_tree: Path, tmp_path: Path) -> None:
+    patch = tmp_path / "vllm-9.9.9.patch"
+    patch.write_text(PATCH)
+    root = archive_tree.parent
+    tree = patched_tree("9.9.9", patch, root)
+    assert (tree / "vllm" / "core.py").read_text() == "def margin():\n    return 0\n"
+    assert (archive_tree / "vllm" / "core.py").read_text().endswith("return 1\n")  # untouched
+    record = json.loads((tree / MARKER).read_text())
+    assert (record["filename"], record["patch"]) == ("vllm-9.9.9.tar.gz", "vllm-9.9.9.patch")
+    assert patched_tree("9.9.9", patch, root) == tree
+    patch.write_text(PATCH + "\n")  # another patch: another tree
+    assert patched_tree("9.9.9", patch, root) != tree
+
+
+def test_a_patch_that_does_not_apply_changes_nothing(archive_tree: Path, tmp_path: Path) -> None:
+    patch = tmp_path / "bad.patch"
+    patch.write_text(PATCH.replace("return 1", "return 2", 1) + PATCH.replace("core", "gone"))
+    with pytest.raises(SourceError, match=r"bad\.patch does not apply"):
+        apply(patch, archive_tree)
+    assert (archive_tree / "vllm" / "core.py").read_text().endswith("return 1\n")
+
+
+def test_every_patched_release_has_its_patch() -> None:
+    for version in ("0.31.0", "0.32.0", "0.33.0"):
+        text = patch_path(version).read_text()
+        assert "vllm/v1/core/sched/scheduler.py" in text
+        assert "nixl/base_worker.py" in text
+
+
+def cell(case: str, variant: str, kind: str = "finished", pools: tuple[int, ...] = ()) -> Any:
+    return {
+        "case": case,
+        "column": "Single group",
+        "variant": variant,
+        "expected": "pass",
+        "expected_kind": None,
+        "observed": "fail" if pools else "pass",
+        "kind": kind,
+        "detail": f"{kind} at pools {pools}",
+        "source": "x.yaml:1",
+        "as_expected": True,
+        "fit": 11,
+        "failing_pools": list(pools),
+    }
+
+
+def report(path: Path, cells: list[Any], patched: bool) -> Path:
+    data: dict[str, Any] = {"vllm_version": "0.33.0", "matrix_digest": "code1", "cells": cells}
+    if patched:
+        data["source"] = {"path": "/cache/vllm-0.33.0-patched-x", "kind": "checkout"}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_stock_with_the_patch_is_compared_case_by_case_with_proposed(tmp_path: Path) -> None:
+    unpatched = report(
+        tmp_path / "vllm-0.33.0.json",
+        [cell("a", "proposed"), cell("b", "proposed", "stall", (7,)), cell("a", "stock")],
+        patched=False,
+    )
+    same = report(
+        tmp_path / "same.json", [cell("a", "stock"), cell("b", "stock", "stall", (7,))], True
+    )
+    result = patch_fidelity(load_one(same), load_one(unpatched))
+    assert (result.status, result.compared) == ("equal", 2)
+    other = report(tmp_path / "other.json", [cell("a", "stock"), cell("b", "stock")], True)
+    result = patch_fidelity(load_one(other), load_one(unpatched))
+    assert result.status == "differs"
+    assert result.differences[0].startswith("b: observed: patched 'fail' vs stock 'pass'")
+    assert main([str(other), str(unpatched)]) == 1
+    assert "DIFFERS" in (tmp_path / "fidelity-0.33.0.md").read_text()
+    # The two reports the wrong way round: not run, not equal.
+    assert main([str(unpatched), str(same)]) == 2
+
+
+@needs_vllm
+def test_a_scheduler_carrying_the_patch_is_driven_by_the_patch_s_adapter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    from matrix.adapters.patched import PROMOTION, Patched, PatchedHandle
+    from matrix.adapters.selection import select_adapter
+
+    assert not isinstance(select_adapter(), Patched)
+    monkeypatch.setattr(Scheduler, PROMOTION, lambda self, *args: 3, raising=False)
+    adapter = select_adapter()
+    assert isinstance(adapter, Patched)
+    handle = PatchedHandle.adopt(type("S", (), {PROMOTION: lambda self, *args: 3})())
+    assert handle.stock_margin() == 0
+    handle.drop_stock_margin()  # a variant's margin replaces the patch's count
+    assert getattr(handle.scheduler, PROMOTION)("request", None, 0, 16) == 0
+
+
+def test_stock_is_held_to_the_variant_matrix_stock_as_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from matrix.installed import STOCK_AS, stock_expectation
+
+    monkeypatch.delenv(STOCK_AS, raising=False)
+    assert stock_expectation("0.33.0", None) == "fixed"
+    monkeypatch.setenv(STOCK_AS, "proposed")
+    assert stock_expectation("0.33.0", None) == "proposed"
+    monkeypatch.setenv(STOCK_AS, "tight")
+    with pytest.raises(ValueError, match=r"MATRIX_STOCK_AS=tight: not a built-in variant"):
+        stock_expectation("0.33.0", None)

@@ -1,0 +1,239 @@
+"""The workflow player's parts: GitHub's matrix expansion and expressions, tox envs' commands,
+the ``--here`` substitutions, the emulated artifacts, and a small workflow played end to end
+(no vLLM, no tox)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from matrix.installed import installed_vllm_version
+from matrix.tools import play_workflow, steps
+from matrix.tools.tox_commands import ToxError, read_env
+from matrix.tools.workflow import (
+    Status,
+    WorkflowError,
+    condition,
+    evaluate,
+    expand_matrix,
+    interpolate,
+    job_order,
+)
+from tests.helpers import REPO, needs_vllm
+
+TOX_INI = REPO / "tox.ini"
+
+
+def test_include_extends_the_original_combinations_or_adds_its_own() -> None:
+    """GitHub's documented example of ``include``."""
+    matrix = {
+        "fruit": ["apple", "pear"],
+        "animal": ["cat", "dog"],
+        "include": [
+            {"color": "green"},
+            {"color": "pink", "animal": "cat"},
+            {"fruit": "apple", "shape": "circle"},
+            {"fruit": "banana"},
+            {"fruit": "banana", "animal": "cat"},
+        ],
+    }
+    assert expand_matrix(matrix) == [
+        {"fruit": "apple", "animal": "cat", "color": "pink", "shape": "circle"},
+        {"fruit": "apple", "animal": "dog", "color": "green", "shape": "circle"},
+        {"fruit": "pear", "animal": "cat", "color": "pink"},
+        {"fruit": "pear", "animal": "dog", "color": "green"},
+        {"fruit": "banana"},
+        {"fruit": "banana", "animal": "cat"},
+    ]
+
+
+def test_exclude_drops_the_combinations_it_matches() -> None:
+    matrix = {"os": ["a", "b"], "n": [1, 2], "exclude": [{"os": "a", "n": 2}]}
+    assert expand_matrix(matrix) == [{"os": "a", "n": 1}, {"os": "b", "n": 1}, {"os": "b", "n": 2}]
+
+
+def test_expressions_as_github_evaluates_them() -> None:
+    contexts: dict[str, Any] = {"matrix": {"shard": 2, "release": "0.33.0"}, "env": {"N": "3"}}
+    assert interpolate("shard ${{ matrix.shard }} of ${{ env.N }}", contexts) == "shard 2 of 3"
+    assert evaluate("matrix.shard == 2 && matrix.release != '0.30.0'", contexts) is True
+    assert evaluate("matrix.missing || 'default'", contexts) == "default"
+    assert evaluate("'Linux' == 'linux'", contexts) is True  # strings compare ignoring case
+    failed, fine = Status(failed=True), Status()
+    assert condition("${{ !cancelled() }}", contexts, failed)
+    assert not condition(None, contexts, failed)  # an absent if: is success()
+    assert not condition("matrix.shard == 2", contexts, failed)  # success() && (it)
+    assert condition("matrix.shard == 2", contexts, fine)
+    assert condition("failure()", contexts, failed)
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("hashFiles('tox.ini')", "cannot play the function hashFiles()"),
+        ("github.event.number", "cannot play the context 'github'"),
+        ("matrix.shard ==", "cannot play the expression"),
+    ],
+)
+def test_an_expression_the_player_does_not_know_is_refused(expression: str, message: str) -> None:
+    with pytest.raises(WorkflowError, match=message) as refused:
+        evaluate(expression, {"matrix": {}})
+    assert "\n" not in str(refused.value)
+
+
+def test_jobs_run_after_the_jobs_they_need() -> None:
+    jobs = {"merge": {"needs": ["a", "b"]}, "b": {"needs": "a"}, "a": {}}
+    assert job_order({"jobs": jobs}) == ["a", "b", "merge"]
+    with pytest.raises(WorkflowError, match="cycle"):
+        job_order({"jobs": {"a": {"needs": "b"}, "b": {"needs": "a"}}})
+
+
+def test_a_tox_env_s_commands_with_its_positional_arguments() -> None:
+    shard = read_env(TOX_INI, "vllm033")
+    assert shard.release == "0.33.0" and shard.runs_cells
+    assert shard.shell('--splits "$SHARDS" --group 2', ("-k", "a b")) == (
+        "python -m matrix run -- --splits \"$SHARDS\" --group 2 -k 'a b'"
+    )
+    merge = read_env(TOX_INI, "merge")
+    assert merge.release is None and not merge.runs_cells
+    assert merge.shell(None, ("-k", "x")) == "python -m matrix merge reports/shards"
+    assert read_env(TOX_INI, "ci033").shell(None).startswith("( python -m matrix run -- tests")
+    with pytest.raises(ToxError, match="needs tox itself"):
+        read_env(TOX_INI, "explore")  # {env_tmp_dir}
+    with pytest.raises(ToxError, match="no env nothing"):
+        read_env(TOX_INI, "nothing")
+
+
+def options(tmp_path: Path, **chosen: Any) -> play_workflow.Options:
+    return play_workflow.Options(REPO / "docs/ci/github-workflow.yml", REPO, tmp_path, **chosen)
+
+
+@needs_vllm
+def test_here_runs_the_env_s_commands_in_this_environment(tmp_path: Path) -> None:
+    version = installed_vllm_version()
+    env = next(
+        f"vllm0{n}" for n in (30, 31, 32, 33) if read_env(TOX_INI, f"vllm0{n}").release == version
+    )
+    script = f'python -m pip install "tox==$V"\npython -m tox -e {env} -- --group 2 || s=$?\n'
+    here = play_workflow.substitute(script, options(tmp_path, here=True, pytest_args=("-n", "0")))
+    assert (
+        here == ": tox is not needed with --here\npython -m matrix run -- --group 2 -n 0 || s=$?\n"
+    )
+    other = "vllm030" if env != "vllm030" else "vllm031"
+    with pytest.raises(WorkflowError, match=f"tox env {other} installs vLLM .* add --release"):
+        play_workflow.substitute(f"python -m tox -e {other}", options(tmp_path, here=True))
+
+
+def test_without_here_only_the_cells_arguments_are_added(tmp_path: Path) -> None:
+    chosen = options(tmp_path, pytest_args=("-k", "single_group"))
+    script = "python -m tox -e vllm031 -- --group 1\npython -m tox -e merge\n"
+    assert play_workflow.substitute(script, chosen) == (
+        "python -m tox -e vllm031 -- --group 1 -k single_group\npython -m tox -e merge\n"
+    )
+
+
+def test_artifacts_go_up_and_come_down_as_the_actions_store_them(tmp_path: Path) -> None:
+    one, two, merged = tmp_path / "one", tmp_path / "two", tmp_path / "merged"
+    for workspace, shard in ((one, 1), (two, 2)):
+        (workspace / "reports" / "shards").mkdir(parents=True)
+        (workspace / "reports" / "shards" / f"s{shard}.json").write_text("{}")
+        outcome = steps.emulate(
+            "up",
+            "actions/upload-artifact@v7",
+            {"name": f"shard-{shard}", "path": "reports/shards/"},
+            workspace,
+            tmp_path,
+        )
+        assert outcome.status == "success" and outcome.detail == f"artifact shard-{shard}: 1 files"
+    assert (tmp_path / "artifacts" / "shard-1" / "s1.json").is_file()  # under the folder named
+    again = steps.emulate(
+        "up", "actions/upload-artifact@v7", {"name": "shard-1", "path": "reports"}, one, tmp_path
+    )
+    assert again.status == "failure" and "already uploaded" in again.detail
+    down = {"pattern": "shard-*", "path": "reports/shards", "merge-multiple": "true"}
+    steps.emulate("down", "actions/download-artifact@v8", down, merged, tmp_path)
+    assert sorted(p.name for p in (merged / "reports" / "shards").iterdir()) == [
+        "s1.json",
+        "s2.json",
+    ]
+    apart = tmp_path / "apart"
+    steps.emulate("down", "actions/download-artifact@v8", {"path": "a"}, apart, tmp_path)
+    assert (apart / "a" / "shard-2" / "s2.json").is_file()  # each in a folder of its name
+    empty = {"name": "none", "path": "nothing/", "if-no-files-found": "error"}
+    assert (
+        steps.emulate("up", "actions/upload-artifact@v7", empty, one, tmp_path).status == "failure"
+    )
+    with pytest.raises(steps.StepError, match="cannot play the action someone/else@v1"):
+        steps.emulate("x", "someone/else@v1", {}, one, tmp_path)
+
+
+TOY = """\
+name: toy
+on: push
+env:
+  GREETING: hello
+defaults:
+  run:
+    shell: bash
+jobs:
+  part:
+    name: part ${{ matrix.n }}
+    strategy:
+      matrix:
+        n: [1, 2]
+    steps:
+      - uses: actions/checkout@v7
+      - run: mkdir -p out && echo "$GREETING ${{ matrix.n }}" > "out/part-${{ matrix.n }}.txt"
+      - run: test ${{ matrix.n }} -eq 1
+      - name: only after a failure
+        if: failure()
+        run: echo "part ${{ matrix.n }} failed" >> "$GITHUB_STEP_SUMMARY"
+      - uses: actions/upload-artifact@v7
+        if: ${{ !cancelled() }}
+        with:
+          name: part-${{ matrix.n }}
+          path: out/
+  whole:
+    needs: part
+    steps:
+      - run: echo never, a part failed
+  always:
+    needs: part
+    if: ${{ !cancelled() }}
+    steps:
+      - uses: actions/download-artifact@v8
+        with:
+          path: parts
+          merge-multiple: true
+      - run: cat parts/*.txt > "$GITHUB_STEP_SUMMARY"
+"""
+
+
+def test_a_workflow_played_job_by_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".github").mkdir(parents=True)
+    (repo / ".github" / "toy.yml").write_text(TOY)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    out = tmp_path / "out"
+    code = play_workflow.main([str(repo / ".github" / "toy.yml"), "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 1, printed
+    jobs = json.loads((out / "play.json").read_text())
+    assert [(j["name"], j["status"]) for j in jobs] == [
+        ("part 1", "success"),
+        ("part 2", "failure"),
+        ("whole", "skipped"),
+        ("always", "success"),
+    ]
+    assert [s["status"] for s in jobs[1]["steps"]] == ["success"] * 2 + [
+        "failure",
+        "success",
+        "success",
+    ]
+    assert jobs[0]["steps"][3]["status"] == "skipped"  # if: failure(), after none
+    assert Path(jobs[1]["summary"]).read_text() == "part 2 failed\n"
+    assert Path(jobs[3]["summary"]).read_text() == "hello 1\nhello 2\n"
+    assert "FAILED  Run test 2 -eq 1" in printed

@@ -1,0 +1,258 @@
+"""Shards and their merge: pytest-split's groups each write a shard report; merged, they are
+exactly one run's report; shards that are not one run's are refused in one line. The run
+command's plan, and its workers forked after vLLM's import, give the same report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from matrix.__main__ import main
+from matrix.report.info import run_info
+from matrix.report.merge import MergeError, load_shard, merge_shards
+from matrix.runner.plan import PlanError, plan_run
+from tests.helpers import CASES, needs_vllm
+
+INI = "[pytest]\nmatrix_cases = cases\n"
+SUBSET = ("single_group.yaml", "multiple_groups.yaml", "mamba_align.yaml")
+
+
+def without_digest(path: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads(path.read_text())
+    report.pop("matrix_digest")
+    return report
+
+
+@needs_vllm
+def test_three_shards_merged_are_one_run(inline: pytest.Pytester) -> None:
+    inline.makefile(".ini", pytest=INI)
+    (inline.path / "cases").mkdir()
+    for name in SUBSET:
+        shutil.copy(CASES / name, inline.path / "cases" / name)
+    common = ("-p", "no:cacheprovider")
+    # The Markdown under the name the merge gives it: its pictures' folder is named after it.
+    single = inline.path / "one" / f"vllm-{run_info().vllm_version}"
+    one = inline.runpytest_inprocess(
+        *common, "--matrix-report=one.json", f"--matrix-report={single}.md"
+    )
+    assert one.ret == 0
+    sizes = []
+    for group in (1, 2, 3):
+        shard = inline.runpytest_inprocess(
+            *common,
+            "--splits=3",
+            f"--group={group}",
+            f"--matrix-report=shards/s{group}.shard-{group}-of-3.json",
+            f"--junitxml=shards/s{group}.xml",
+        )
+        assert shard.ret == 0
+        sizes.append(
+            len(load_shard(inline.path / "shards" / f"s{group}.shard-{group}-of-3.json").cells)
+        )
+    assert all(sizes) and sum(sizes) == len(
+        json.loads((inline.path / "one.json").read_text())["cells"]
+    )
+    assert main(["merge", str(inline.path / "shards"), "--out", str(inline.path / "merged")]) == 0
+    version = json.loads((inline.path / "one.json").read_text())["vllm_version"]
+    merged = inline.path / "merged" / f"vllm-{version}"
+    assert without_digest(Path(f"{merged}.json")) == without_digest(inline.path / "one.json")
+    assert Path(f"{merged}.md").read_bytes() == Path(f"{single}.md").read_bytes()
+    pictures = sorted(p.relative_to(single) for p in single.rglob("*.svg"))
+    assert pictures == sorted(p.relative_to(merged) for p in merged.rglob("*.svg"))
+    for picture in pictures:
+        assert (merged / picture).read_bytes() == (single / picture).read_bytes()
+    # Each shard's JUnit XML names every cell it ran with its headline facts, not its record.
+    cases = ElementTree.parse(inline.path / "shards" / "s1.xml").getroot().iter("testcase")
+    properties = [{p.get("name"): p.get("value") for p in case.iter("property")} for case in cases]
+    assert len(properties) == sizes[0]
+    for facts in properties:
+        assert {"case", "variant", "expected", "observed", "severity", "failing_pools"} <= set(
+            facts
+        )
+        assert "matrix_cell" not in facts
+    assert any(f["severity"] != "none" and f["failing_pools"] for f in properties)
+
+
+@needs_vllm
+@pytest.mark.slow
+@pytest.mark.once
+def test_forked_workers_report_what_one_process_does(tmp_path: Path) -> None:
+    """``matrix run`` with two workers forked after one import of vLLM, against one process:
+    the same report, field by field, and the same Markdown."""
+    reports, outputs = {}, {}
+    for workers in ("2", "0"):
+        done = subprocess.run(
+            [sys.executable, "-m", "matrix", "run", "--", "-k", "single_group", "-n", workers],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert done.stdout.count("matrix: imported in") == 1
+        outputs[workers] = done.stdout
+        written = (tmp_path / "reports").rglob("*")
+        reports[workers] = {
+            str(p.relative_to(tmp_path)): p.read_bytes() for p in written if p.is_file()
+        }
+        shutil.rmtree(tmp_path / "reports")
+    assert "(2 workers forked after the import)" in outputs["2"]
+    forked, alone = reports["2"], reports["0"]
+    stem = next(name for name in alone if name.endswith(".json"))[: -len(".json")]
+    assert forked[f"{stem}.md"] == alone[f"{stem}.md"]
+    assert json.loads(forked[f"{stem}.json"]) == json.loads(alone[f"{stem}.json"])
+    # The page and the pictures, too (those of Markdown's folder, when matplotlib is there).
+    assert {n: b for n, b in forked.items() if not n.endswith(".json")} == {
+        n: b for n, b in alone.items() if not n.endswith(".json")
+    }
+
+
+def cell(case: str, variant: str = "stock", digest: str = "d1") -> dict[str, Any]:
+    return {
+        "case": case,
+        "column": None,
+        "variant": variant,
+        "expected": "pass",
+        "expected_kind": None,
+        "observed": "pass",
+        "kind": "finished",
+        "detail": "",
+        "source": f"{case}.yaml:1",
+        "as_expected": True,
+        "case_digest": digest,
+    }
+
+
+def write_shard(
+    folder: Path,
+    group: int,
+    cells: list[dict[str, Any]],
+    selected: list[str],
+    splits: int = 2,
+    digest: str = "code1",
+) -> Path:
+    path = folder / f"vllm-0.33.0.shard-{group}-of-{splits}.json"
+    report = {
+        "vllm_version": "0.33.0",
+        "ships": "fixed",
+        "matrix_digest": digest,
+        "cells": cells,
+        "tightness": {},
+        "shard": {"group": group, "splits": splits, "selected": selected},
+    }
+    path.write_text(json.dumps(report))
+    return path
+
+
+ALL = ["a-stock", "b-stock", "c-stock"]
+
+
+def merged(*paths: Path) -> int:
+    return len(merge_shards([load_shard(p) for p in paths]).cells)
+
+
+def test_shards_that_make_the_run_merge(tmp_path: Path) -> None:
+    one = write_shard(tmp_path, 1, [cell("a"), cell("b")], ALL)
+    two = write_shard(tmp_path, 2, [cell("c")], ALL)
+    assert merged(one, two) == 3
+
+
+@pytest.mark.parametrize(
+    ("second", "refusal"),
+    [
+        ({"group": 1}, r"both group 1 of 2: shards overlap"),
+        ({"cells": [cell("b"), cell("c")]}, r"b-stock is in .* and in .*: shards overlap"),
+        ({"cells": []}, r"1 of 3 cells are in no shard \(the first: c-stock\)"),
+        ({"digest": "code2"}, r"different matrix code \(code1 vs code2\)"),
+        ({"selected": ALL[:2]}, r"selected different cells"),
+        ({"splits": 3}, r"different splits"),
+        (
+            {"cells": [cell("c", digest="d2"), cell("a", "none", digest="d2")]},
+            r"a case file changed",
+        ),
+    ],
+)
+def test_shards_that_are_not_one_run_are_refused_in_one_line(
+    tmp_path: Path, second: dict[str, Any], refusal: str
+) -> None:
+    (tmp_path / "1").mkdir()
+    (tmp_path / "2").mkdir()
+    one = write_shard(tmp_path / "1", 1, [cell("a"), cell("b")], ALL)
+    options: dict[str, Any] = {"group": 2, "cells": [cell("c")], "selected": ALL}
+    options.update(second)
+    two = write_shard(tmp_path / "2", **options)
+    with pytest.raises(MergeError, match=refusal) as refused:
+        merged(one, two)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_missing_group_is_named(tmp_path: Path) -> None:
+    one = write_shard(tmp_path, 1, [cell("a"), cell("b")], ALL)
+    with pytest.raises(MergeError, match=r"group 2 of 2 absent"):
+        merged(one)
+
+
+def test_merge_says_what_is_wrong_with_a_file_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "broken.json").write_text("{")
+    (tmp_path / "whole.json").write_text(json.dumps({"vllm_version": "0.33.0", "cells": []}))
+    assert main(["merge", str(tmp_path / "broken.json")]) == 2
+    assert main(["merge", str(tmp_path / "whole.json")]) == 2
+    assert main(["merge", str(tmp_path / "nothing")]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("matrix merge: refused: ") and "not a JSON report" in lines[0]
+    assert "not a shard report" in lines[1] and "--splits N --group K" in lines[1]
+    assert lines[2].endswith("nothing: no such file")
+    assert len(lines) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "workers", "shard", "xdist"),
+    [
+        ([], 2, None, False),
+        (["-n", "0"], 1, None, False),
+        (["-n", "3", "-k", "x"], 3, None, False),
+        (["--splits", "3", "--group", "2"], 2, (2, 3), False),
+        (["--splits=3", "--group=3", "-n", "auto"], 2, (3, 3), False),
+        (["--matrix-gpus", "0,1", "-n", "2"], 2, None, True),
+        (["--store-durations"], 1, None, False),
+    ],
+)
+def test_the_run_plan(
+    args: list[str], workers: int, shard: tuple[int, int] | None, xdist: bool
+) -> None:
+    plan = plan_run(args, environ={}, cpus=2)
+    assert (plan.workers, plan.shard, plan.xdist) == (workers, shard, xdist)
+    assert not {"-n", "--splits", "--group"} & set(plan.pytest_args)
+
+
+def test_a_shard_s_workers_are_the_finer_groups_inside_it() -> None:
+    plan = plan_run(["--splits", "3", "--group", "2", "-n", "2"], environ={}, cpus=2)
+    assert plan.worker_groups() == ((3, 4), 6)
+    assert plan_run(["-n", "4"], environ={}, cpus=2).worker_groups() == ((1, 2, 3, 4), 4)
+
+
+def test_several_visible_gpus_keep_xdist_workers() -> None:
+    assert plan_run([], environ={"CUDA_VISIBLE_DEVICES": "0,1"}, cpus=4).xdist
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--splits", "3"], "go together"),
+        (["--splits", "3", "--group", "4"], "one of 1 ... 3"),
+        (["-n", "many"], "a number of workers"),
+    ],
+)
+def test_arguments_the_plan_cannot_honour(args: list[str], message: str) -> None:
+    with pytest.raises(PlanError, match=message):
+        plan_run(args, environ={}, cpus=2)
