@@ -32,7 +32,7 @@ def _live(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=env,
+        env=env or _without_port(),  # an earlier test may have claimed one for this process
         check=False,
         timeout=300,
     )
