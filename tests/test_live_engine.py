@@ -72,11 +72,19 @@ def engines(device: Any) -> Iterator[Any]:
     kept.discard()
 
 
+def started(engines: Any, case: CaseFile, pool: int) -> Any:
+    """The engine for ``case``; the test is skipped where the release's engine cannot serve
+    the layout's first request (0.30's CPU engine and ngram: docs/live.md)."""
+    engine = engines.get(case, pool)
+    if isinstance(engine, str) and "fails its first request" in engine:
+        pytest.skip(engine)
+    assert not isinstance(engine, str), engine
+    return engine
+
+
 @pytest.fixture
 def engine(engines: Any) -> Any:
-    started = engines.get(TWO_LOADS, 64)
-    assert not isinstance(started, str), started
-    return started
+    return started(engines, TWO_LOADS, 64)
 
 
 def run(
@@ -133,10 +141,10 @@ def test_asynchronous_cells_run_the_batch_queue(engines: Any, handle_type: Any) 
 
     case = case_of("live_no_speculation", "sched=true", max_model_len=256)
     assert case.engine.async_scheduling
-    started = engines.get(case, 64)
-    assert type(started.scheduler).__name__ == "AsyncScheduler"
-    assert started.core.batch_queue is not None
-    assert live_outcome(run(started, handle_type, "stock", 16, case)) == "finished"
+    running = started(engines, case, 64)
+    assert type(running.scheduler).__name__ == "AsyncScheduler"
+    assert running.core.batch_queue is not None
+    assert live_outcome(run(running, handle_type, "stock", 16, case)) == "finished"
 
 
 UNDERCOUNT = case_of("live_align_undercount", max_model_len=160)
@@ -146,25 +154,25 @@ def test_a_mamba_layout_is_the_cases_and_finding_1_hangs_it(engines: Any, handle
     from matrix.live.engine import group_kinds
     from matrix.live.outcome import live_outcome
 
-    started = engines.get(UNDERCOUNT, 16)
-    assert not isinstance(started, str), started
-    groups = group_kinds(started.kv_cache_config.kv_cache_groups, 160)
+    running = started(engines, UNDERCOUNT, 16)
+    groups = group_kinds(running.kv_cache_config.kv_cache_groups, 160)
     assert groups == [("full", 32, None), ("mamba", 32, "align")]
-    assert live_outcome(run(started, handle_type, "stock", 7, UNDERCOUNT)) == "hang"
-    assert live_outcome(run(started, handle_type, "proposed", 7, UNDERCOUNT)) == "refused"
-    assert live_outcome(run(started, handle_type, "stock", 8, UNDERCOUNT)) == "finished"
+    assert live_outcome(run(running, handle_type, "stock", 7, UNDERCOUNT)) == "hang"
+    assert live_outcome(run(running, handle_type, "proposed", 7, UNDERCOUNT)) == "refused"
+    assert live_outcome(run(running, handle_type, "stock", 8, UNDERCOUNT)) == "finished"
 
 
 def test_an_engine_that_fails_its_first_request_says_where(engines: Any, device: Any) -> None:
     case = case_of("live_mamba_align", "ngram3", max_model_len=160)
-    started = engines.get(case, 16)
+    refused = engines.get(case, 16)
     if not device.on_cpu:
         pytest.skip("measured on vLLM's CPU engine: align with ngram needs a Triton kernel")
-    assert isinstance(started, str) and "fails its first request" in started
-    assert "(at vllm/" in started  # the file, line and function in vLLM
+    assert isinstance(refused, str) and "fails its first request" in refused
+    assert "(at vllm/" in refused  # the file, line and function in vLLM
 
 
 def test_an_engine_is_not_started_on_a_taken_side_channel_port(engines: Any, device: Any) -> None:
+    from matrix.live.engine import Engines
     from matrix.live.port import PORT_VARIABLE
 
     engines.discard()
@@ -172,7 +180,7 @@ def test_an_engine_is_not_started_on_a_taken_side_channel_port(engines: Any, dev
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         taken.bind(("127.0.0.1", int(os.environ[PORT_VARIABLE])))
         taken.listen()
-        refused = engines.get(TWO_LOADS, 64)
+        refused = Engines(device).get(TWO_LOADS, 64)  # no layout refused before
     assert isinstance(refused, str) and "would wait for ever" in refused
 
 
@@ -181,8 +189,9 @@ def test_two_sessions_run_at_once(tmp_path: Path) -> None:
     from matrix.live.port import PORT_VARIABLE
 
     env = {name: value for name, value in os.environ.items() if name != PORT_VARIABLE}
-    command = [sys.executable, "-m", "matrix", "live", str(CASES / "live_single_group.yaml")]
-    command += ["-k", "none", "--live-pools", "failing"]
+    # Finding 1's stock cell: no speculative decoding, so every release's CPU engine runs it.
+    command = [sys.executable, "-m", "matrix", "live", str(CASES / "live_align_undercount.yaml")]
+    command += ["-k", "stock", "--live-pools", "failing"]
     sessions = [
         subprocess.Popen(
             [*command, "--matrix-report", str(tmp_path / f"{index}.json")],
