@@ -6,6 +6,7 @@ where 0.31's two-load deadlock is gone (0.32.0)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -220,14 +221,23 @@ def test_a_signal_ends_the_command_its_steps_and_its_worktrees(
     command = [sys.executable, "-m", "matrix"]
     command += options(FINDING_4, "v0.31.0", "v0.33.0", broken_history)
     env = {**os.environ, "TMPDIR": str(temporary)}
-    with subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True) as bisect:
+    # Ctrl-C as a terminal delivers it, whatever this process's parent (an xdist worker
+    # ignores SIGINT, and a child inherits that, so Python would install no handler for it).
+    default_sigint = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+    with subprocess.Popen(
+        command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
+    ) as bisect:
         for _ in range(1200):  # until v0.33.0's hanging case runs (a bound, not a timing)
             if running(str(temporary)) or bisect.poll() is not None:
                 break
             time.sleep(0.1)
         assert bisect.poll() is None, "the command ended before its case ran"
         bisect.send_signal(signum)
-        _, error = bisect.communicate(timeout=120)
+        try:
+            _, error = bisect.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            bisect.kill()  # never leave the suite waiting on it
+            raise
     assert bisect.returncode == 130, error
     assert "interrupted; the checkout is as it was" in error
     assert running(str(temporary)) == []
