@@ -84,6 +84,22 @@ def test_every_shipped_model_file_passes_the_installed_checks(
 
 
 @needs_vllm
+def test_a_description_is_checked_alike_once_vllm_has_read_its_config_json() -> None:
+    """Reading kimi-linear-48b-a3b/config.json makes vLLM register its own KimiLinearConfig
+    for kimi_linear (a dataclass only through transformers' base class) and its model lives in
+    a package (vllm/models/kimi_k3/): the description's keys are still the class's."""
+    from matrix.adapters.config_json import model_config
+    from matrix.adapters.model_files import config_class, unknown_keys
+    from matrix.case.config_json import config_model
+
+    model_config(config_model(SHIPPED_DESCRIPTIONS / "kimi-linear-48b-a3b" / "config.json"))
+    assert config_class("kimi_linear").__module__.startswith("vllm.")
+    described = read_description(SHIPPED_DESCRIPTIONS / "kimi-linear-48b-a3b.yaml")
+    assert unknown_keys(described.hf_config, described.architecture) == []
+    assert unknown_keys({"model_type": "kimi_linear", "hiden_size": 1}) != []
+
+
+@needs_vllm
 def test_transformers_refusal_is_one_line_in_a_run(adapter: Any, tmp_path: Path) -> None:
     """Issue item 3: a config transformers refuses skips the cells with one line naming the
     file's key, never a traceback (six of them under pytest before)."""

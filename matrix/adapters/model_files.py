@@ -85,8 +85,11 @@ def _keys_of(config_type: type) -> tuple[frozenset[str], frozenset[str]]:
     quote (keys it reads from its keyword arguments, such as ``sliding_window_pattern``)."""
     declared = {f.name for f in fields(config_type)} if is_dataclass(config_type) else set()
     declared |= set(getattr(config_type, "attribute_map", {}))
-    if not is_dataclass(config_type):
-        declared |= set(inspect.signature(config_type).parameters)
+    # Its own __init__'s parameters too: a plain class inheriting transformers 5's dataclass
+    # config (vLLM's KimiLinearConfig, which vLLM registers for kimi_linear once it has read a
+    # config.json) is a dataclass whose fields are only its base's.
+    named = inspect.signature(config_type).parameters.values()
+    declared |= {p.name for p in named if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     quoted: set[str] = set()
     for base in config_type.__mro__:
         module = sys.modules.get(base.__module__)
@@ -108,10 +111,13 @@ def vllm_reads(architecture: str) -> frozenset[str]:
     if not module or module == "-" or spec is None or not spec.submodule_search_locations:
         return frozenset()
     root = Path(next(iter(spec.submodule_search_locations))).parent
-    source = root / (module.replace(".", "/") + ".py")
-    if not source.is_file():
+    base = root / module.replace(".", "/")
+    # A module, or a package (0.31 and 0.33 define KimiLinearForCausalLM in vllm/models/kimi_k3/).
+    sources = [base.with_suffix(".py")] if base.with_suffix(".py").is_file() else []
+    sources = sources or (sorted(base.rglob("*.py")) if base.is_dir() else [])
+    if not sources:
         return frozenset()
-    text = source.read_text(encoding="utf-8", errors="replace")
+    text = "\n".join(s.read_text(encoding="utf-8", errors="replace") for s in sources)
     read = re.findall(r"config\.([A-Za-z_][A-Za-z0-9_]*)", text)
     quoted = re.findall(r"[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']", text)
     return frozenset(read) | frozenset(quoted)
