@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 from collections.abc import Callable
 from functools import cache
 from typing import TypeVar
@@ -32,7 +33,7 @@ def prepare_vllm() -> None:
     os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root()))
     # torch warns at import that Triton is absent: true, and nothing the scheduler needs.
     logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
-    inspect_models_in_process()
+    inspect_models_in_a_fork()
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import init_none_hash
 
@@ -42,14 +43,43 @@ def prepare_vllm() -> None:
     logging.getLogger("vllm.v1.core.sched.scheduler").setLevel(logging.CRITICAL)
 
 
-def inspect_models_in_process() -> None:
-    """vLLM learns what a model class supports (``_ModelInfo``) in a subprocess, to keep CUDA
-    out of its own process, then caches it under its cache root. The scheduler path touches
-    no CUDA, and the subprocess imports vLLM again (6 s a model architecture, on the first run
-    per release): the same inspection, vLLM's own, runs here instead, and is cached alike."""
+def inspect_models_in_a_fork() -> None:
+    """vLLM learns what a model class supports (``_ModelInfo``) in a subprocess, to keep the
+    model's module (and CUDA) out of its own process, then caches it under its cache root. That
+    subprocess imports vLLM again: 6 s an architecture, on the first run per release. Here the
+    same inspection, vLLM's own, runs in a fork of this process, which has vLLM imported: the
+    model's module stays out of this process as vLLM intends (importing one twice registers
+    its torch operators twice), and the result is cached alike. Without ``fork``, vLLM's
+    subprocess stays."""
+    if not hasattr(os, "fork"):
+        return
     from vllm.model_executor.models import registry
 
-    def in_this_process(inspect: Callable[[], T]) -> T:
-        return inspect()
+    registry._run_in_subprocess = in_a_fork
 
-    registry._run_in_subprocess = in_this_process
+
+def in_a_fork(inspect: Callable[[], T]) -> T:
+    """``inspect()`` run in a forked child, its result pickled back; an exception in the child
+    is raised here, as vLLM's subprocess runner raises it."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: answer, then leave without running anything of the parent's
+        os.close(read)
+        try:
+            answer = pickle.dumps((True, inspect()))
+        except BaseException as error:  # the parent raises it
+            answer = pickle.dumps((False, f"{type(error).__name__}: {error}"))
+        with os.fdopen(write, "wb") as pipe:
+            pipe.write(answer)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        answer = pipe.read()
+    os.waitpid(child, 0)
+    if not answer:
+        raise RuntimeError("Error raised in subprocess: the inspecting process died")
+    succeeded, value = pickle.loads(answer)  # our own child's answer
+    if not succeeded:
+        raise RuntimeError(f"Error raised in subprocess: {value}")
+    result: T = value
+    return result
