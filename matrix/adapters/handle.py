@@ -32,11 +32,11 @@ from matrix.adapters.protocol import (
     BlockAccount,
     Geometry,
     GroupGeometry,
-    RequestState,
     SchedulerState,
     Status,
     StepOutcome,
 )
+from matrix.adapters.snapshots import StateReader
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
 
@@ -99,6 +99,7 @@ class Handle:
         self._block_hasher = plan.block_hasher
         self._known: list[str] = []
         self._prompts: dict[str, list[int]] = {}
+        self._reader = StateReader(status_of)
         speculative = case.speculative
         self.worker = Worker(self.scheduler, speculative.accept if speculative else "all")
         self.engine = EngineLoop(self.scheduler, self.worker, config.max_concurrent_batches)
@@ -175,25 +176,8 @@ class Handle:
     def state(self) -> SchedulerState:
         """Every request the case added (finished once it left) and the free blocks."""
         scheduler = self.scheduler
-        requests = []
-        for request_id in self._known:
-            reported = request_id in self.worker.reported
-            request = scheduler.requests.get(request_id)
-            if request is None:  # finished requests leave the scheduler
-                requests.append(RequestState(request_id, FINISHED, 0, reported, 0))
-                continue
-            requests.append(
-                RequestState(
-                    request_id,
-                    status_of(request.status),
-                    request.num_computed_tokens,
-                    reported,
-                    request.num_preemptions,
-                )
-            )
-        return SchedulerState(
-            tuple(requests), scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
-        )
+        free = scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
+        return self._reader.read(self._known, scheduler.requests, self.worker.reported, free)
 
     def reservation(self) -> int:
         """What an async-load admission keeps free now (see ``SchedulerHandle.reservation``)."""

@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from matrix.adapters.protocol import FINISHED, RUNNING, WAITING, RequestState
+from matrix.frozen import fast_init
 from matrix.outcomes import FailureKind
 from matrix.run.records import RunTrace
 
 RunKind = Literal["finished", FailureKind]
 
 
+@fast_init
 @dataclass(frozen=True)
 class RunOutcome:
     """How the run at one pool size ended, and the diagnosis in words."""

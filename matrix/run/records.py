@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from matrix.adapters.protocol import SchedulerState, Startable
+from matrix.frozen import fast_init
 
 # A cell that stopped before its release was asked (the case could not run).
 NOT_ASKED = Startable(None, "not asked: the case did not run")
@@ -16,6 +17,7 @@ NOT_ASKED = Startable(None, "not asked: the case did not run")
 StopReason = Literal["finished", "stuck", "step_bound", "error"]
 
 
+@fast_init
 @dataclass(frozen=True)
 class StepRecord:
     """The scheduler after one step: what was scheduled, its state, and the free blocks while
@@ -27,6 +29,7 @@ class StepRecord:
     free_blocks_while_running: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class RunTrace:
     """Everything one run (one pool size) produced."""

@@ -1,0 +1,71 @@
+"""A scheduler's requests read as the plain records the harness keeps after every step.
+
+A run reads the state after every step, and most steps change one request or none, so the
+reader makes a request's record anew only when something in it changed, and returns the
+previous state itself when nothing did: the records are frozen, so sharing them is safe, and
+the stuck rule then compares identical objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any
+
+from matrix.adapters.protocol import FINISHED, RequestState, SchedulerState, Status
+
+# What a request's record is made from: vLLM's status (None once it left the scheduler),
+# computed tokens, load reported, preemptions.
+_Reading = tuple[Any, int, bool, int]
+
+
+class StateReader:
+    """Reads one scheduler's requests into a :class:`SchedulerState`, reusing the records
+    of requests that did not change since the last read."""
+
+    def __init__(self, status_of: Callable[[Any], Status]) -> None:
+        self._status_of = status_of  # vLLM's status in the verdict's words
+        self._words: dict[Any, Status] = {}  # status_of per status seen (an enum's name is slow)
+        self._records: dict[str, tuple[_Reading, RequestState]] = {}
+        self._last: SchedulerState | None = None
+
+    def read(
+        self,
+        request_ids: Iterable[str],
+        requests: Mapping[str, Any],
+        reported: Container[str],
+        free_blocks: int,
+    ) -> SchedulerState:
+        """The state of ``request_ids`` (finished once they left ``requests``, vLLM's requests
+        by id), which loads were ``reported`` done, and the free blocks."""
+        records = self._records
+        states: list[RequestState] = []
+        changed = False
+        for request_id in request_ids:
+            request = requests.get(request_id)
+            done = request_id in reported
+            reading: _Reading = (
+                (None, 0, done, 0)
+                if request is None
+                else (request.status, request.num_computed_tokens, done, request.num_preemptions)
+            )
+            known = records.get(request_id)
+            if known is None or known[0] != reading:
+                if request is None:  # finished requests leave the scheduler
+                    record = RequestState(request_id, FINISHED, 0, done, 0)
+                else:
+                    status = self._words.get(request.status) or self._word(request.status)
+                    computed, preemptions = request.num_computed_tokens, request.num_preemptions
+                    record = RequestState(request_id, status, computed, done, preemptions)
+                known = records[request_id] = (reading, record)
+                changed = True
+            states.append(known[1])
+        read = tuple(states)
+        last = self._last
+        # Unchanged records are the same objects: comparing the tuples is cheap.
+        if changed or last is None or last.free_blocks != free_blocks or last.requests != read:
+            last = self._last = SchedulerState(read, free_blocks)
+        return last
+
+    def _word(self, status: Any) -> Status:
+        word = self._words[status] = self._status_of(status)
+        return word
