@@ -41,5 +41,6 @@ def fast_init(cls: Record) -> Record:
     exec(source, namespace)  # as dataclasses makes its own __init__
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__annotations__ = {f.name: f.type for f in fields(cls)} | {"return": None}
     cls.__init__ = init  # type: ignore[method-assign]
     return cls

@@ -4,6 +4,7 @@ cache, speculative decoding, the NIXL connector), built by vLLM's own config cla
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from vllm.config import (
 
 from matrix.case.format import CaseFile
 from matrix.case.model import ENGINE_CONFIG_DEFAULT, model_directory
+from matrix.frozen import fast_init
 
 
 def cache_block_size(case: CaseFile) -> int:
@@ -66,6 +68,7 @@ def _transfer_settings(case: CaseFile) -> dict[str, Any]:
     return settings
 
 
+@fast_init
 @dataclass(frozen=True)
 class EngineSettings:
     """Everything :func:`build_vllm_config` reads of a case. It is the config cache's key, so
@@ -134,14 +137,28 @@ def async_refusal(case: CaseFile) -> str | None:
         return reasons[0].removeprefix("Value error, ").split(" [type=")[0]
 
 
+# The model's config per (directory, max_model_len), as vLLM builds it: reading config.json
+# through transformers is most of its cost, and engine configs that differ in the scheduler,
+# cache or speculative settings read the same one. Each engine config gets its own deep copy
+# (VllmConfig updates its model config), the same as one built anew.
+_model_configs: dict[tuple[str, int], ModelConfig] = {}
+
+
+def _model_config(settings: EngineSettings) -> ModelConfig:
+    key = (settings.model_dir, settings.max_model_len)
+    if key not in _model_configs:
+        _model_configs[key] = ModelConfig(
+            model=settings.model_dir,
+            skip_tokenizer_init=True,
+            max_model_len=settings.max_model_len,
+            dtype="float32",
+        )
+    return copy.deepcopy(_model_configs[key])
+
+
 def build_vllm_config(settings: EngineSettings) -> VllmConfig:
     """The engine configuration built by vLLM's own config classes on a CPU."""
-    model = ModelConfig(
-        model=settings.model_dir,
-        skip_tokenizer_init=True,
-        max_model_len=settings.max_model_len,
-        dtype="float32",
-    )
+    model = _model_config(settings)
     scheduler = SchedulerConfig(
         max_model_len=settings.max_model_len,
         is_encoder_decoder=False,

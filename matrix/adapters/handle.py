@@ -75,6 +75,10 @@ def status_of(status: RequestStatus) -> Status:
     return WAITING
 
 
+# Every vLLM status in the verdict's words, read once (an enum member's name is slow to read).
+STATUS_WORDS = {status: status_of(status) for status in RequestStatus}
+
+
 class Handle:
     """One real scheduler built for one case and pool size, and the simulated engine around
     it; the release-specific hooks at its end are implemented by each release's module."""
@@ -99,7 +103,7 @@ class Handle:
         self._block_hasher = plan.block_hasher
         self._known: list[str] = []
         self._prompts: dict[str, list[int]] = {}
-        self._reader = StateReader(status_of)
+        self._reader = StateReader(STATUS_WORDS)
         speculative = case.speculative
         self.worker = Worker(self.scheduler, speculative.accept if speculative else "all")
         self.engine = EngineLoop(self.scheduler, self.worker, config.max_concurrent_batches)

@@ -110,6 +110,7 @@ class StepOutcome:
     free_blocks_while_running: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class Startable:
     """The smallest KV pool an engine serving a case's requests starts with, as the release's

@@ -8,7 +8,7 @@ the stuck rule then compares identical objects.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 from matrix.adapters.protocol import FINISHED, RequestState, SchedulerState, Status
@@ -22,9 +22,8 @@ class StateReader:
     """Reads one scheduler's requests into a :class:`SchedulerState`, reusing the records
     of requests that did not change since the last read."""
 
-    def __init__(self, status_of: Callable[[Any], Status]) -> None:
-        self._status_of = status_of  # vLLM's status in the verdict's words
-        self._words: dict[Any, Status] = {}  # status_of per status seen (an enum's name is slow)
+    def __init__(self, words: Mapping[Any, Status]) -> None:
+        self._words = words  # every vLLM status in the verdict's words
         self._records: dict[str, tuple[_Reading, RequestState]] = {}
         self._last: SchedulerState | None = None
 
@@ -53,7 +52,7 @@ class StateReader:
                 if request is None:  # finished requests leave the scheduler
                     record = RequestState(request_id, FINISHED, 0, done, 0)
                 else:
-                    status = self._words.get(request.status) or self._word(request.status)
+                    status = self._words[request.status]
                     computed, preemptions = request.num_computed_tokens, request.num_preemptions
                     record = RequestState(request_id, status, computed, done, preemptions)
                 known = records[request_id] = (reading, record)
@@ -65,7 +64,3 @@ class StateReader:
         if changed or last is None or last.free_blocks != free_blocks or last.requests != read:
             last = self._last = SchedulerState(read, free_blocks)
         return last
-
-    def _word(self, status: Any) -> Status:
-        word = self._words[status] = self._status_of(status)
-        return word

@@ -23,12 +23,21 @@ DESCRIPTIONS_FOLDER = "models"
 SHIPPED_DESCRIPTIONS = shipped_cases() / DESCRIPTIONS_FOLDER
 
 
+# Shipped engine config directories found so far: they do not move while the matrix runs,
+# and every scheduler's config asks for one.
+_shipped_directories: dict[str, Path] = {}
+
+
 def model_directory(model: str) -> Path | None:
     """An engine config directory: one shipped in ``matrix/models/``, else a path, else None."""
-    for candidate in (ENGINE_CONFIGS / model, Path(model)):
-        if candidate.is_dir():
-            return candidate
-    return None
+    if model in _shipped_directories:
+        return _shipped_directories[model]
+    shipped = ENGINE_CONFIGS / model
+    if shipped.is_dir():
+        _shipped_directories[model] = shipped
+        return shipped
+    path = Path(model)
+    return path if path.is_dir() else None
 
 
 def description_path(model: str, case_dir: Path | None) -> Path | None:

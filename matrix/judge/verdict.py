@@ -9,12 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from matrix.frozen import fast_init
 from matrix.judge.runs import RunKind, RunOutcome, classify_run
 from matrix.judge.severity import PoolFailure, pool_failures, worst
 from matrix.outcomes import Severity
 from matrix.run.records import CellRun
 
 
+@fast_init
 @dataclass(frozen=True)
 class Verdict:
     """A cell judged: pass or fail, the failure kind, the detail in words, and the runs."""

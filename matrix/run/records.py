@@ -45,6 +45,7 @@ class RunTrace:
     reserved: int | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Fit:
     """The fit in blocks, and the smallest pool in which some request, alone, is admitted:
@@ -55,6 +56,7 @@ class Fit:
     admits_from: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class CellRun:
     """A cell's runs: the case's fit and a trace per pool size swept, or why they stopped
