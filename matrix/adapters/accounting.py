@@ -10,30 +10,36 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from matrix.adapters.protocol import BlockAccount
 
+_block_id = attrgetter("block_id")
+
 
 def block_account(scheduler: Any) -> BlockAccount:
     """Where every block of ``scheduler``'s pool is: free, held (each block once), and, when
-    the count needs explaining (it does not balance, or no request is left), by whom."""
+    the count needs explaining (it does not balance, or blocks are held once no request is
+    left), by whom."""
     manager = scheduler.kv_cache_manager
     groups = manager.coordinator.single_type_managers
-    # Block ids: a prefix block shared by two requests counts once.
-    held = {
-        block.block_id
-        for group in groups
-        for blocks in group.req_to_blocks.values()
-        for block in blocks
-        if not block.is_null
-    }
-    for _, blocks in scheduler.deferred_frees:
-        held |= {block.block_id for block in blocks if not block.is_null}
     pool = manager.block_pool
+    # Block ids: a prefix block shared by two requests counts once.
+    held: set[int] = set()
+    for group in groups:
+        for blocks in group.req_to_blocks.values():
+            held.update(map(_block_id, blocks))
+    for _, blocks in scheduler.deferred_frees:
+        held.update(map(_block_id, blocks))
+    # The null block (the pool's one block with ``is_null``) stands in the tables for blocks a
+    # group skips; it is never held.
+    held.discard(pool.null_block.block_id)
     free = pool.get_num_free_blocks()
     holders: tuple[str, ...] = ()
-    if free + len(held) + 1 != pool.num_gpu_blocks or not scheduler.requests:
+    balanced = free + len(held) + 1 == pool.num_gpu_blocks
+    # Balanced with every block free, no request holds one: nothing to name.
+    if not balanced or (not scheduler.requests and free + 1 != pool.num_gpu_blocks):
         holders = tuple(
             sorted(
                 {
@@ -44,7 +50,7 @@ def block_account(scheduler: Any) -> BlockAccount:
                 }
             )
         )
-    return BlockAccount(pool=pool.num_gpu_blocks, free=free, held=len(held), holders=holders)
+    return BlockAccount(pool.num_gpu_blocks, free, len(held), holders)
 
 
 def blocks_by_group(scheduler: Any, request_ids: Sequence[str]) -> tuple[tuple[int, ...], ...]:

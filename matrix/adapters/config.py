@@ -4,6 +4,7 @@ cache, speculative decoding, the NIXL connector), built by vLLM's own config cla
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from vllm.config import (
 
 from matrix.case.format import CaseFile
 from matrix.case.model_paths import ENGINE_CONFIG_DEFAULT, model_directory
+from matrix.frozen import fast_init
 
 
 def cache_block_size(case: CaseFile) -> int:
@@ -68,6 +70,7 @@ def _transfer_settings(case: CaseFile) -> dict[str, Any]:
     return settings
 
 
+@fast_init
 @dataclass(frozen=True)
 class EngineSettings:
     """Everything :func:`build_vllm_config` reads of a case. It is the config cache's key, so
@@ -160,16 +163,29 @@ def _longer_context(settings: EngineSettings) -> _ContextLength | dict[str, Any]
     return {}
 
 
+# The model's config per (directory, max_model_len), as vLLM builds it: reading config.json
+# through transformers is most of its cost, and engine configs that differ in the scheduler,
+# cache or speculative settings read the same one. Each engine config gets its own deep copy
+# (VllmConfig updates its model config), the same as one built anew.
+_model_configs: dict[tuple[str, int], ModelConfig] = {}
+
+
+def _model_config(settings: EngineSettings) -> ModelConfig:
+    key = (settings.model_dir, settings.max_model_len)
+    if key not in _model_configs:
+        _model_configs[key] = ModelConfig(
+            model=settings.model_dir,
+            skip_tokenizer_init=True,
+            max_model_len=settings.max_model_len,
+            dtype="float32",
+            hf_overrides=_longer_context(settings),
+        )
+    return copy.deepcopy(_model_configs[key])
+
+
 def build_vllm_config(settings: EngineSettings) -> VllmConfig:
     """The engine configuration built by vLLM's own config classes on a CPU."""
-    overrides = _longer_context(settings)
-    model = ModelConfig(
-        model=settings.model_dir,
-        skip_tokenizer_init=True,
-        max_model_len=settings.max_model_len,
-        dtype="float32",
-        hf_overrides=overrides,
-    )
+    model = _model_config(settings)
     scheduler = SchedulerConfig(
         max_model_len=settings.max_model_len,
         is_encoder_decoder=False,

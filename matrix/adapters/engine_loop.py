@@ -10,7 +10,7 @@ call later) for ``AsyncScheduler``. Everything else is vLLM's own code.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import defaultdict, deque
 from typing import Any
 
 from vllm.v1.outputs import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
@@ -28,7 +28,8 @@ class Worker:
     def __init__(self, scheduler: Any, accept: Accept) -> None:
         self.scheduler = scheduler
         self.accept = accept
-        self.verify_steps: Counter[str] = Counter()  # per request: steps that verified drafts
+        # Per request: the steps that verified drafts.
+        self.verify_steps: defaultdict[str, int] = defaultdict(int)
         self.reported: set[str] = set()  # loads reported finished or failed
 
     def execute(

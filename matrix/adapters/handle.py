@@ -24,15 +24,14 @@ from matrix.adapters.admission import admission_need
 from matrix.adapters.blueprint import blueprint
 from matrix.adapters.engine_loop import EngineLoop, Worker
 from matrix.adapters.protocol import (
-    FINISHED,
     BlockAccount,
     Geometry,
     GroupGeometry,
-    RequestState,
     SchedulerState,
     StepOutcome,
 )
-from matrix.adapters.requests import distinct_prompt, remote_prefill, status_of
+from matrix.adapters.requests import STATUS_WORDS, distinct_prompt, remote_prefill
+from matrix.adapters.snapshots import StateReader
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
 
@@ -82,6 +81,7 @@ class Handle:
         self.scheduler: Any = scheduler
         self._known: list[str] = []  # the case's request ids, in the order added
         self._prompts: dict[str, list[int]] = {}
+        self._reader = StateReader(STATUS_WORDS)
 
     def geometry(self) -> Geometry:
         """What a reservation rule needs of this scheduler: block sizes, groups and spec step."""
@@ -177,25 +177,12 @@ class Handle:
     def state(self) -> SchedulerState:
         """Every request the case added (finished once it left) and the free blocks."""
         scheduler = self.scheduler
-        requests = []
-        for request_id in self._known:
-            reported = self.load_reported(request_id)
-            request = scheduler.requests.get(self.scheduler_request_id(request_id))
-            if request is None:  # finished requests leave the scheduler
-                requests.append(RequestState(request_id, FINISHED, 0, reported, 0))
-                continue
-            requests.append(
-                RequestState(
-                    request_id,
-                    status_of(request.status),
-                    request.num_computed_tokens,
-                    reported,
-                    request.num_preemptions,
-                )
-            )
-        return SchedulerState(
-            tuple(requests), scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
-        )
+        free = scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
+        return self._reader.read(self._known, self._request_of, self.load_reported, free)
+
+    def _request_of(self, request_id: str) -> Any:
+        """vLLM's request for the case's, or None once it left the scheduler."""
+        return self.scheduler.requests.get(self.scheduler_request_id(request_id))
 
     def reservation(self) -> int:
         """What an async-load admission keeps free now (see ``SchedulerHandle.reservation``)."""

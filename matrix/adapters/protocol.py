@@ -9,6 +9,7 @@ from typing import Literal, Protocol
 
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
+from matrix.frozen import fast_init
 
 # A request's status in vLLM's RequestStatus names, narrowed to what the verdict reasons about:
 # every finished status (and a request the scheduler already dropped) is FINISHED, and every
@@ -43,6 +44,7 @@ class Geometry:
     num_lookahead_tokens: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class RequestState:
     """A request as the scheduler holds it."""
@@ -54,6 +56,7 @@ class RequestState:
     num_preemptions: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class SchedulerState:
     """A scheduler at one moment: every request's state, the free blocks and the reservation."""
@@ -62,6 +65,7 @@ class SchedulerState:
     free_blocks: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class BlockAccount:
     """Where a pool's blocks are: free, held by requests (each block once), and one null."""
@@ -95,6 +99,7 @@ class BlockAccount:
         )
 
 
+@fast_init
 @dataclass(frozen=True)
 class StepOutcome:
     """What one engine step scheduled (tokens per request) and the free blocks while it ran."""
@@ -105,6 +110,7 @@ class StepOutcome:
     free_blocks_while_running: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class Startable:
     """The smallest KV pool an engine serving a case's requests starts with, as the release's

@@ -40,3 +40,7 @@ def status_of(status: RequestStatus) -> Status:
     if name in (LOADING, RUNNING, PREEMPTED):
         return name  # type: ignore[no-any-return]
     return WAITING
+
+
+# Every vLLM status in the verdict's words, read once (an enum member's name is slow to read).
+STATUS_WORDS = {status: status_of(status) for status in RequestStatus}

@@ -56,13 +56,22 @@ def model_file(model: str, case_dir: Path | None) -> Path | None:
     return None
 
 
+# Shipped engine config directories found so far: they do not move while the matrix runs,
+# and every scheduler's config asks for one.
+_shipped_directories: dict[str, Path] = {}
+
+
 def model_directory(model: str) -> Path | None:
     """An engine config directory holding a config.json: a shipped one in ``matrix/models/``,
     else a path; else None."""
-    for candidate in (ENGINE_CONFIGS / model, Path(model)):
-        if (candidate / CONFIG_JSON).is_file():
-            return candidate
-    return None
+    if model in _shipped_directories:
+        return _shipped_directories[model]
+    shipped = ENGINE_CONFIGS / model
+    if (shipped / CONFIG_JSON).is_file():
+        _shipped_directories[model] = shipped
+        return shipped
+    path = Path(model)
+    return path if (path / CONFIG_JSON).is_file() else None
 
 
 def shipped_models() -> list[str]:

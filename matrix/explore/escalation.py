@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from matrix.case.reading import read_yaml
-from matrix.explore.strategies import REQUEST_IDS, Draw, events
+from matrix.explore.strategies import REQUEST_IDS, Draw, events_of
 
 
 def finding_problem(path: Path) -> str | None:
@@ -59,6 +59,12 @@ def not_failing(path: Path, variants: tuple[str, ...]) -> str | None:
 LAYOUT_KEYS = ("model", "layout", "max_model_len", "groups", "speculative", "engine", "limits")
 MAX_OFFSET = 8  # the window's first pool, at most this far above where an engine can start
 MAX_SPAN = 2
+# Built once, as strategies.py's are.
+_crowd = st.integers(2, len(REQUEST_IDS))
+_local = st.booleans()
+_after = st.integers(1, 3)
+_offset = st.integers(0, MAX_OFFSET)
+_span = st.integers(0, MAX_SPAN)
 
 
 def finding_shape(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -76,16 +82,16 @@ def finding_shape(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 @st.composite
 def crowds(draw: st.DrawFn, layout: dict[str, Any], request: dict[str, Any]) -> Draw:
     """2-4 requests of one shape on the finding's layout, and where their pool window lies."""
-    count = draw(st.integers(2, len(REQUEST_IDS)))
+    count = draw(_crowd)
     requests = [
         {
             **request,
             "id": request_id,
-            "async_load": not draw(st.booleans()),  # shrinks towards async loads
-            "complete_load_after": draw(st.integers(1, 3)),
+            "async_load": not draw(_local),  # shrinks towards async loads
+            "complete_load_after": draw(_after),
         }
         for request_id in REQUEST_IDS[:count]
     ]
     data = {"name": "escalated", **layout, "requests": requests}
-    data["events"] = draw(events([r["id"] for r in requests]))
-    return Draw(data, draw(st.integers(0, MAX_OFFSET)), draw(st.integers(0, MAX_SPAN)))
+    data["events"] = draw(events_of([r["id"] for r in requests]))
+    return Draw(data, draw(_offset), draw(_span))

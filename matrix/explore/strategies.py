@@ -36,11 +36,26 @@ OFFSETS = (-12, 4)
 MAX_SPAN = 2
 RUN_STEPS = 200
 
-# Built once: a strategy made inside a composite is validated again on every draw.
+# Built once: a strategy made inside a composite is validated again on every draw (most of a
+# draw's cost). The same strategies draw the same scenarios from the same choices.
 _block_size = st.sampled_from(BLOCK_SIZES)
 _mamba_mode = st.sampled_from(MAMBA_MODES)
 _extra_kind = st.sampled_from(("full", "sliding_window", "mamba"))
 _window = {size: st.sampled_from([w for w in WINDOWS if w >= size]) for size in BLOCK_SIZES}
+_extra_groups = st.integers(0, MAX_GROUPS - 1)
+_spec_tokens = st.integers(0, MAX_SPEC_TOKENS)
+_method = st.sampled_from(METHODS)
+_request_count = st.integers(1, len(REQUEST_IDS))
+_prompt = st.integers(1, MAX_PROMPT)
+_flag = st.booleans()
+_new_tokens = st.integers(MIN_NEW_TOKENS, MAX_NEW_TOKENS)
+_event_count = st.integers(0, 3)
+_steps = st.integers(1, 3)
+_offset = st.integers(*OFFSETS)
+_span = st.integers(0, MAX_SPAN)
+# Per request ids: the orders loads complete in, and how many of them an event completes.
+_orders: dict[tuple[str, ...], st.SearchStrategy[list[str]]] = {}
+_completed = {count: st.integers(1, count) for count in range(1, len(REQUEST_IDS) + 1)}
 
 
 @dataclass(frozen=True)
@@ -70,7 +85,7 @@ def groups(draw: st.DrawFn) -> list[dict[str, Any]]:
     has one attention block size, as hybrid models' engines unify it."""
     first_size = draw(_block_size)
     mode = draw(_mamba_mode)
-    kinds = ["full"] + [draw(_extra_kind) for _ in range(draw(st.integers(0, MAX_GROUPS - 1)))]
+    kinds = ["full"] + [draw(_extra_kind) for _ in range(draw(_extra_groups))]
     hybrid = "mamba" in kinds
     layout: list[dict[str, Any]] = []
     for index, kind in enumerate(kinds):
@@ -89,22 +104,22 @@ def groups(draw: st.DrawFn) -> list[dict[str, Any]]:
 @st.composite
 def speculative(draw: st.DrawFn) -> dict[str, Any] | None:
     """0-7 speculative tokens (0: no speculative decoding) and the method."""
-    tokens = draw(st.integers(0, MAX_SPEC_TOKENS))
+    tokens = draw(_spec_tokens)
     if tokens == 0:
         return None
-    return {"method": draw(st.sampled_from(METHODS)), "num_tokens": tokens}
+    return {"method": draw(_method), "num_tokens": tokens}
 
 
 @st.composite
 def requests(draw: st.DrawFn) -> list[dict[str, Any]]:
     """1-4 requests with their prompt lengths, load kinds and new tokens."""
-    count = draw(st.integers(1, len(REQUEST_IDS)))
+    count = draw(_request_count)
     return [
         {
             "id": request_id,
-            "prompt": draw(st.integers(1, MAX_PROMPT)),
-            "async_load": not draw(st.booleans()),  # shrinks towards an async load
-            "max_tokens": draw(st.integers(MIN_NEW_TOKENS, MAX_NEW_TOKENS)),
+            "prompt": draw(_prompt),
+            "async_load": not draw(_flag),  # shrinks towards an async load
+            "max_tokens": draw(_new_tokens),
         }
         for request_id in REQUEST_IDS[:count]
     ]
@@ -115,28 +130,46 @@ def events(draw: st.DrawFn, request_ids: list[str]) -> list[dict[str, Any]]:
     """Steps and load completions (timing and order) before the final run, which completes
     every load still in flight a step after its admission."""
     played: list[dict[str, Any]] = []
-    for _ in range(draw(st.integers(0, 3))):
-        if draw(st.booleans()):
-            order = draw(st.permutations(request_ids))
-            played.append({"complete_load": order[: draw(st.integers(1, len(order)))]})
+    ids = tuple(request_ids)
+    if ids not in _orders:
+        _orders[ids] = st.permutations(ids)
+    for _ in range(draw(_event_count)):
+        if draw(_flag):
+            order = draw(_orders[ids])
+            played.append({"complete_load": order[: draw(_completed[len(order)])]})
         else:
-            played.append({"step": draw(st.integers(1, 3))})
+            played.append({"step": draw(_steps)})
     return [*played, {"run": {"max_steps": RUN_STEPS}}]
+
+
+# The parts of a scenario, built once as the strategies above are.
+_groups = groups()
+_speculative = speculative()
+_requests = requests()
+_events: dict[tuple[str, ...], st.SearchStrategy[list[dict[str, Any]]]] = {}
+
+
+def events_of(request_ids: list[str]) -> st.SearchStrategy[list[dict[str, Any]]]:
+    """:func:`events` for these requests, built once per list of ids."""
+    ids = tuple(request_ids)
+    if ids not in _events:
+        _events[ids] = events(list(ids))
+    return _events[ids]
 
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> Draw:
     """A whole scenario: groups, speculative decoding, requests, events and the pool window."""
-    layout = draw(groups())
-    spec = draw(speculative())
-    drawn_requests = draw(requests())
+    layout = draw(_groups)
+    spec = draw(_speculative)
+    drawn_requests = draw(_requests)
     data: dict[str, Any] = {"name": "explored", "groups": layout}
     if spec is not None:
         data["speculative"] = spec
     data["requests"] = drawn_requests
-    data["events"] = draw(events([r["id"] for r in drawn_requests]))
-    offset = draw(st.integers(*OFFSETS))
-    return Draw(data, offset, draw(st.integers(0, MAX_SPAN)))
+    data["events"] = draw(events_of([r["id"] for r in drawn_requests]))
+    offset = draw(_offset)
+    return Draw(data, offset, draw(_span))
 
 
 def layout_family(data: dict[str, Any]) -> str:

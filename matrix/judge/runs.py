@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from matrix.adapters.protocol import FINISHED, RUNNING, WAITING, RequestState
+from matrix.frozen import fast_init
 from matrix.outcomes import FailureKind
 from matrix.run.records import RunTrace
 from matrix.wording import plural
@@ -28,6 +29,7 @@ from matrix.wording import plural
 RunKind = Literal["finished", FailureKind]
 
 
+@fast_init
 @dataclass(frozen=True)
 class RunOutcome:
     """How the run at one pool size ended, and the diagnosis in words."""

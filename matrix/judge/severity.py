@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import get_args
 
+from matrix.frozen import fast_init
 from matrix.judge.runs import RunKind, RunOutcome
 from matrix.outcomes import Severity
 
@@ -40,6 +41,7 @@ NEVER_AGAIN = frozenset({"stall", "stuck", "step_bound", "preempted"})
 AS_THEIR_KIND = frozenset({"leak", "error", "timeout", "expectation"})
 
 
+@fast_init
 @dataclass(frozen=True)
 class PoolFailure:
     """One pool whose run did not finish cleanly: its kind and how bad it is."""

@@ -9,12 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from matrix.frozen import fast_init
 from matrix.judge.runs import RunKind, RunOutcome, classify_run
 from matrix.judge.severity import PoolFailure, pool_failures, worst
 from matrix.outcomes import Severity
 from matrix.run.records import CellRun
 
 
+@fast_init
 @dataclass(frozen=True)
 class Verdict:
     """A cell judged: pass or fail, the failure kind, the detail in words, and the runs."""
@@ -38,7 +40,7 @@ class Verdict:
 def judge_run(run: CellRun) -> Verdict:
     """The verdict of a cell's runs (see :func:`judge_cell`); a case that could not run is an
     ``error``, a cell past its deadline a ``timeout`` naming where it was."""
-    outcomes = tuple(classify_run(trace) for trace in run.traces)
+    outcomes = tuple(map(classify_run, run.traces))
     startable, reason = run.startable.blocks, run.startable.reason
     served = {t.pool: classify_run(t).kind for t in run.served_traces}
     failures = pool_failures(outcomes, run.fit, startable, run.served_fit, served)

@@ -15,6 +15,7 @@ from matrix.adapters.protocol import (
     LOADING,
     PREEMPTED,
     RUNNING,
+    BlockAccount,
     RequestState,
     SchedulerHandle,
     SchedulerState,
@@ -85,6 +86,11 @@ class Playback:
     # The state before the first step, read once: the checks before a run's first step ask for
     # it several times, and reading it costs as much as a step's own bookkeeping.
     _before_first_step: SchedulerState | None = None
+    # What ``_facts`` read, and of which state.
+    _facts_of: SchedulerState | None = field(default=None, init=False, repr=False)
+    _facts_read: tuple[set[str], set[str], bool] = field(init=False, repr=False)
+    # The block account after the last step (None before one, or after an abort).
+    _last_account: BlockAccount | None = field(default=None, init=False, repr=False)
 
     def state(self) -> SchedulerState:
         """The scheduler's state after the last recorded step, or before the first."""
@@ -94,16 +100,31 @@ class Playback:
             self._before_first_step = self.handle.state()
         return self._before_first_step
 
+    def _facts(self) -> tuple[set[str], set[str], bool]:
+        """Of the current state, read once per state: the loading requests whose load the
+        worker has not reported, the requests whose load it has, and whether every request
+        finished."""
+        state = self.records[-1].state if self.records else self.state()
+        if state is not self._facts_of:
+            unreported: set[str] = set()
+            reported: set[str] = set()
+            finished = True
+            for request in state.requests:
+                if request.status != FINISHED:
+                    finished = False
+                if request.load_reported_done:
+                    reported.add(request.request_id)
+                elif request.status == LOADING:
+                    unreported.add(request.request_id)
+            self._facts_of, self._facts_read = state, (unreported, reported, finished)
+        return self._facts_read
+
     def _unreported_loads(self) -> set[str]:
         """Loads in flight that the worker has not reported: loading requests' and aborted
         ones' (whose blocks wait for the transfer)."""
-        requests = self.state().requests
-        loading = {
-            r.request_id for r in requests if r.status == LOADING and not r.load_reported_done
-        }
+        loading, reported, _ = self._facts()
         if not self.orphaned_loads:
             return loading
-        reported = {r.request_id for r in requests if r.load_reported_done}
         return loading | (self.orphaned_loads - reported)
 
     def _loads_to_report(self) -> tuple[set[str], frozenset[str]]:
@@ -145,7 +166,7 @@ class Playback:
     def _check_blocks(self, step: int, outcome: StepOutcome) -> None:
         if self.leak:
             return
-        account = self.handle.accounting()
+        account = self._last_account = self.handle.accounting()
         if account.missing():
             involved = sorted(outcome.scheduled_tokens) or None
             self.leak = account.unbalanced(f"after step {step}", involved) or ""
@@ -160,16 +181,17 @@ class Playback:
         }
         self.handle.abort(request_ids)
         self._before_first_step = None  # an abort before any step changes it
+        self._last_account = None
 
     def all_finished(self) -> bool:
         """Every request finished, and every aborted load's transfer reported."""
-        if any(r.status != FINISHED for r in self.state().requests):
+        if not self._facts()[2]:
             return False
         return not (self.orphaned_loads and self.orphaned_loads & self._unreported_loads())
 
     def stuck(self) -> bool:
         """Whether the run can never change: the same state, nothing scheduled or to deliver."""
-        if len(self.records) <= STUCK_AFTER:
+        if len(self.records) <= STUCK_AFTER or self.records[-1].scheduled:
             return False
         # The records first: they differ on almost every step of a run that makes progress.
         recent = self.records[-(STUCK_AFTER + 1) :]
@@ -204,7 +226,10 @@ class Playback:
                 break
             self.step(record=False)
         if not self.leak:
-            self.leak = self.handle.accounting().not_all_free() or ""
+            # Reading the reservation and whether it settled moves nothing: the account after
+            # the last step, if one was taken since the last abort, is the account now.
+            account = self._last_account or self.handle.accounting()
+            self.leak = account.not_all_free() or ""
         return "finished"
 
 

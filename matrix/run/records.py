@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from matrix.adapters.protocol import SchedulerState, Startable
+from matrix.frozen import fast_init
 
 # A cell that stopped before its release was asked (the case could not run).
 NOT_ASKED = Startable(None, "not asked: the case did not run")
@@ -16,6 +17,7 @@ NOT_ASKED = Startable(None, "not asked: the case did not run")
 StopReason = Literal["finished", "stuck", "step_bound", "error"]
 
 
+@fast_init
 @dataclass(frozen=True)
 class StepRecord:
     """The scheduler after one step: what was scheduled, its state, and the free blocks while
@@ -27,6 +29,7 @@ class StepRecord:
     free_blocks_while_running: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class RunTrace:
     """Everything one run (one pool size) produced."""
@@ -46,6 +49,7 @@ class RunTrace:
     held: tuple[tuple[tuple[int, ...], ...], ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True)
 class Fit:
     """The fit in blocks, and the smallest pool in which some request, alone, is admitted:
@@ -56,6 +60,7 @@ class Fit:
     admits_from: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class CellRun:
     """A cell's runs: the case's fit and a trace per pool size swept, or why they stopped

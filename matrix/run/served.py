@@ -57,12 +57,11 @@ def served_reruns(
     served engine (none where the case already is that engine)."""
     if startable.blocks is None:
         return ()
+    deployable = max(fit, startable.blocks)
+    pools = [pool for pool in unfinished if pool >= deployable]
+    if not pools:  # most cells: the served case is not even made
+        return ()
     served = case.served()
     if served.max_model_len == case.max_model_len:
         return ()
-    deployable = max(fit, startable.blocks)
-    return tuple(
-        run_pool(adapter, served, variant, pool, deadline, clock)
-        for pool in unfinished
-        if pool >= deployable
-    )
+    return tuple(run_pool(adapter, served, variant, pool, deadline, clock) for pool in pools)
