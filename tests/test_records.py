@@ -77,19 +77,19 @@ def request(status: str, computed: int = 0) -> SimpleNamespace:
 def test_an_unchanged_scheduler_reads_as_the_same_state() -> None:
     reader = StateReader(WORDS)
     live = {"a": request("waiting_for_load"), "b": request("running", 8)}
-    first = reader.read(["a", "b"], live, set(), 10)
+    first = reader.read(["a", "b"], live.get, set().__contains__, 10)
     assert [r.status for r in first.requests] == [LOADING, RUNNING]
-    assert reader.read(["a", "b"], live, set(), 10) is first
+    assert reader.read(["a", "b"], live.get, set().__contains__, 10) is first
     # One request moved on: a new state, the other request's record the same object.
     live["b"] = request("running", 9)
-    second = reader.read(["a", "b"], live, set(), 10)
+    second = reader.read(["a", "b"], live.get, set().__contains__, 10)
     assert second is not first and second.requests[0] is first.requests[0]
     assert second.requests[1].num_computed_tokens == 9
     # The free blocks, a reported load and a request leaving the scheduler all count.
-    assert reader.read(["a", "b"], live, set(), 9) is not second
-    reported = reader.read(["a", "b"], live, {"a"}, 9)
+    assert reader.read(["a", "b"], live.get, set().__contains__, 9) is not second
+    reported = reader.read(["a", "b"], live.get, {"a"}.__contains__, 9)
     assert reported.requests[0].load_reported_done
     del live["a"]
-    gone = reader.read(["a", "b"], live, {"a"}, 9)
+    gone = reader.read(["a", "b"], live.get, {"a"}.__contains__, 9)
     assert gone.requests[0].status == FINISHED
     assert gone == SchedulerState((gone.requests[0], reported.requests[1]), 9)
