@@ -135,18 +135,24 @@ time.sleep(600)
 """
 
 
+def processes(marker: str) -> list[int]:
+    """The live processes whose command line names ``marker``, now."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            alive = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            if proc.name.isdigit() and alive and marker in (proc / "cmdline").read_text():
+                found.append(int(proc.name))
+        except (OSError, IndexError):  # not a process, or ended meanwhile
+            continue
+    return found
+
+
 def running(marker: str) -> list[int]:
     """The live processes whose command line names ``marker``, once those killed are gone:
     SIGKILL ends a process soon, not at once."""
     for _ in range(100):
-        found = []
-        for proc in Path("/proc").iterdir():
-            try:
-                alive = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-                if proc.name.isdigit() and alive and marker in (proc / "cmdline").read_text():
-                    found.append(int(proc.name))
-            except (OSError, IndexError):  # not a process, or ended meanwhile
-                continue
+        found = processes(marker)
         if not found:
             break
         time.sleep(0.1)
@@ -177,8 +183,8 @@ def test_a_commit_past_the_step_timeout_is_ended_and_skipped(
 ) -> None:
     git(broken_history, "checkout", "-q", "v0.33.0")
     scratch = tmp_path / "scratch"
-    judged = judge_commit(broken_history, request(tmp_path, timeout=5), scratch)
-    assert judged.problem == "the case ran past 5 s (--step-timeout)"
+    judged = judge_commit(broken_history, request(tmp_path, timeout=1), scratch)
+    assert judged.problem == "the case ran past 1 s (--step-timeout)"
     # The child and what it started (its arguments name the scratch folder) are all ended.
     assert running(str(scratch)) == []
 
@@ -228,7 +234,7 @@ def test_a_signal_ends_the_command_its_steps_and_its_worktrees(
         command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
     ) as bisect:
         for _ in range(1200):  # until v0.33.0's hanging case runs (a bound, not a timing)
-            if running(str(temporary)) or bisect.poll() is not None:
+            if processes(str(temporary)) or bisect.poll() is not None:
                 break
             time.sleep(0.1)
         assert bisect.poll() is None, "the command ended before its case ran"
