@@ -164,6 +164,19 @@ def bisect(options: argparse.Namespace) -> dict[str, Any]:
     ids = tuple(c.test_id for c in cells)
     request = Request(str(case), options.variant, ids, options.step_timeout, str(cache_base()))
     print(f"matrix bisect: {', '.join(request.cells)} ({case}), {source}")
+    try:
+        return _bisect_in_scratch(source, old, new, request, options)
+    finally:
+        # A worktree whose removal an interruption cut short is gone with the scratch folder:
+        # its entry goes too, whatever moment Ctrl-C chose.
+        git(source, "worktree", "prune")
+
+
+def _bisect_in_scratch(
+    source: Path, old: str, new: str, request: Request, options: argparse.Namespace
+) -> dict[str, Any]:
+    """The bisect in a scratch worktree of ``source`` (see :func:`bisect`)."""
+    case = Path(request.case)
     with (
         tempfile.TemporaryDirectory(prefix="matrix-bisect-") as scratch,
         scratch_worktree(source, Path(scratch) / "tree", old) as tree,
