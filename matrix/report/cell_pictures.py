@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from matrix.judge.result import CellResult
-from matrix.report.figures import frame, legend, patch
+from matrix.report.figures import frame, legend, patch, title
 from matrix.report.gallery import SHADES
 from matrix.run.records import PoolSteps
 
@@ -59,7 +59,7 @@ def cell_steps(figure: Any, cells: list[CellResult], release: str) -> None:
         grid[0][column].set_title(f"pool {run.pool} ({role}): {_outcome(cell, run.pool)}")
     severity = f", {cell.severity}" if cell.severity else ""
     variants = ", ".join(c.variant for c in cells)
-    figure.suptitle(f"{cell.case} under {variants}, vLLM {release}: {cell.kind}{severity}")
+    title(figure, f"{cell.case} under {variants}, vLLM {release}: {cell.kind}{severity}")
 
 
 def _outcome(cell: CellResult, pool: int) -> str:

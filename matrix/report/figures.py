@@ -54,6 +54,12 @@ def frame(figure: Any, size: tuple[float, float], margins: tuple[float, ...]) ->
     )
 
 
+def title(figure: Any, text: str) -> None:
+    """The figure's title, a fixed distance below its top edge: matplotlib places it at a
+    fraction of the height, which on a tall figure lands on the labels above the axes."""
+    figure.suptitle(text, y=1 - 0.08 / figure.get_figheight(), va="top", fontsize=10)
+
+
 def label_inches(labels: Sequence[str], points: float = SMALL) -> float:
     """About how wide the longest label is, in inches."""
     return 0.15 + 0.6 * points / 72 * max((len(label) for label in labels), default=1)

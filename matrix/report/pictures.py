@@ -14,7 +14,7 @@ from typing import Any
 
 from matrix.judge.result import CellResult
 from matrix.report.cell_pictures import cell_steps
-from matrix.report.figures import SMALL, frame, label_inches, legend, patch, svg
+from matrix.report.figures import SMALL, frame, label_inches, legend, patch, svg, title
 from matrix.report.gallery import SHADES, Picture, cells_of, shade
 from matrix.report.tables import sort_cells, variants_of
 
@@ -68,7 +68,7 @@ def _heat_map(figure: Any, cells: list[CellResult], release: str) -> None:
     for (case, variant), cell in by_place.items():
         if not cell.as_expected:  # against the case's expectation
             axes.text(variants.index(variant), cases.index(case), "!", ha="center", va="center")
-    figure.suptitle(f"Cases x variants by worst severity, vLLM {release} (!: unexpected)")
+    title(figure, f"Cases x variants by worst severity, vLLM {release} (!: unexpected)")
 
 
 def _pool_strips(figure: Any, cells: list[CellResult], release: str) -> None:
@@ -129,7 +129,7 @@ def _pool_strips(figure: Any, cells: list[CellResult], release: str) -> None:
         axes.set_axisbelow(True)
     panels[-1].set_xlabel("pool (blocks)")
     panels[-1].set_xlim(low - 1, high + 1)
-    figure.suptitle(f"{cells[0].model}: the outcome at each pool, vLLM {release}")
+    title(figure, f"{cells[0].model}: the outcome at each pool, vLLM {release}")
 
 
 def _runs(cell: CellResult) -> list[tuple[int, int, str]]:
