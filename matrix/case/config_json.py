@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from matrix.case.reading import CaseFileError, Location, read_text
+from matrix.case.reading import CaseFileError, LoadedDocument, Location, read_text
 from matrix.case.strict import Strict
 
 CONFIG_JSON = "config.json"
@@ -37,20 +37,10 @@ class ConfigModel(Strict):
 
 
 @dataclass(frozen=True)
-class ConfigDocument:
+class ConfigDocument(LoadedDocument):
     """A config.json's data and the line of every key in it."""
 
-    path: Path
     data: dict[str, Any]
-    lines: dict[Location, int]
-
-    def line_of(self, location: Location) -> int:
-        """The line of the deepest part of ``location`` in the file."""
-        for end in range(len(location), -1, -1):
-            line = self.lines.get(location[:end])
-            if line is not None:
-                return line
-        return 1
 
     def error(self, location: Location, message: str) -> CaseFileError:
         """A problem at ``location``, worded ``key: message``."""

@@ -20,27 +20,11 @@ from matrix.case.format import CaseFile
 from matrix.case.model import ModelDescription
 from matrix.case.model_paths import model_directory, model_file, no_model
 from matrix.case.reading import CaseFileError as CaseFileError
+from matrix.case.reading import LoadedDocument as LoadedDocument
 from matrix.case.reading import Location as Location
 from matrix.case.reading import read_yaml
 from matrix.case.strict import PlacedError
 from matrix.variant_names import VARIANT_NAMES, variant_context
-
-
-@dataclass(frozen=True)
-class LoadedDocument:
-    """A case file's plain data and the line of every key and item in it."""
-
-    path: Path
-    data: Any
-    lines: dict[Location, int]
-
-    def line_of(self, location: Location) -> int:
-        """The line of the deepest part of ``location`` that exists in the file."""
-        for end in range(len(location), -1, -1):
-            line = self.lines.get(location[:end])
-            if line is not None:
-                return line
-        return 1
 
 
 def read_document(

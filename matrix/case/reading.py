@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,24 @@ PLAIN_TAGS = frozenset(
     f"tag:yaml.org,2002:{name}"
     for name in ("null", "bool", "int", "float", "str", "timestamp", "map", "seq", "merge")
 )
+
+
+@dataclass(frozen=True)
+class LoadedDocument:
+    """A file's plain data (a case file's, a model's config.json) and the line of every key and
+    item in it."""
+
+    path: Path
+    data: Any
+    lines: dict[Location, int]
+
+    def line_of(self, location: Location) -> int:
+        """The line of the deepest part of ``location`` that exists in the file."""
+        for end in range(len(location), -1, -1):
+            line = self.lines.get(location[:end])
+            if line is not None:
+                return line
+        return 1
 
 
 def one_line(text: str) -> str:
