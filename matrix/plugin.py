@@ -6,6 +6,7 @@ at the end. Thin hooks over pure functions; importing this module imports no tor
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,13 +32,13 @@ from matrix.report.files import (
     summary_lines,
     write_report,
 )
-from matrix.report.merge import cell_id
 from matrix.report.tables import sort_cells
 from matrix.run.user_variants import VariantLoadError, run_variants
 
 cells_key = pytest.StashKey[list[CellResult]]()
 # Every cell the run selected (after -k and -m), before pytest-split keeps one group of them.
 selected_key = pytest.StashKey[tuple[str, ...]]()
+SELECTED_OUTPUT = "matrix_selected"  # the selection, sent from an xdist worker to its controller
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -140,9 +141,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Records the cells the run selected: called after ``-k`` and ``-m`` deselect, and before
     pytest-split keeps one group (its hook, also last, belongs to a plugin registered after
     this module), so a shard's report names the whole run it is part of."""
-    config.stash[selected_key] = tuple(
-        item.cell.test_id for item in items if isinstance(item, CellItem)
-    )
+    selected = tuple(item.cell.test_id for item in items if isinstance(item, CellItem))
+    config.stash[selected_key] = selected
+    if hasattr(config, "workeroutput"):  # an xdist worker: its controller collects nothing
+        config.workeroutput[SELECTED_OUTPUT] = selected
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the xdist controller: the run's selection, as a worker collected it."""
+    selected = getattr(node, "workeroutput", {}).get(SELECTED_OUTPUT)
+    if selected is not None:
+        node.config.stash[selected_key] = tuple(selected)
 
 
 def _named_directories_hold_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -217,16 +227,16 @@ def pytest_terminal_summary(
         terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
         for line in summary_lines(cells, info):
             terminalreporter.write_line(line, red=line.startswith("matrix: FAILED"))
-    shard = _shard(config, cells)
+    shard = _shard(config)
     for path in config.getoption("matrix_report"):
         write_report(Path(path), cells, info, shard)
         terminalreporter.write_line(f"matrix report written to {path}")
 
 
-def _shard(config: pytest.Config, cells: list[CellResult]) -> Shard | None:
+def _shard(config: pytest.Config) -> Shard | None:
     """The part of the run these cells are, when pytest-split ran one group of it."""
     splits, group = config.getoption("splits", None), config.getoption("group", None)
     if not (splits and group):
         return None
-    selected = config.stash.get(selected_key, tuple(cell_id(c) for c in cells))
-    return Shard(group, splits, selected)
+    selected = config.stash.get(selected_key, None)
+    return None if selected is None else Shard(group, splits, selected)

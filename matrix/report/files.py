@@ -79,6 +79,15 @@ def summary_lines(cells: Sequence[CellResult], info: RunInfo) -> list[str]:
     return [*terminal_lines(cells, info, width), *(w for f in failed for w in fit_prose(f, width))]
 
 
+def print_summary(cells: Sequence[CellResult], info: RunInfo) -> bool:
+    """Prints the run's title and :func:`summary_lines` (a forked run's, a merge's); True when
+    a case or model had every cell skipped, which fails the run."""
+    title = f" KV reservation matrix, vLLM {info.vllm_version} "
+    print(f"\n{title:=^80}")
+    print("\n".join(summary_lines(cells, info)))
+    return bool(wholly_skipped(list(cells)))
+
+
 def json_report(
     cells: Sequence[CellResult], info: RunInfo, shard: Shard | None = None
 ) -> dict[str, Any]:

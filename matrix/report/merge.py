@@ -17,7 +17,14 @@ from pathlib import Path
 
 from matrix.installed import Source
 from matrix.judge.result import CellResult
-from matrix.report.files import SHARD_FIELD, RunInfo, Shard, summary_lines, write_report
+from matrix.report.files import (
+    REPORT_SUFFIXES,
+    SHARD_FIELD,
+    RunInfo,
+    Shard,
+    print_summary,
+    write_report,
+)
 
 SHARD_GLOB = "*.shard-*-of-*.json"  # how `python -m matrix run` names a shard's report
 
@@ -31,9 +38,14 @@ def cell_id(cell: CellResult) -> str:
     return f"{cell.case}-{cell.variant}"
 
 
+def report_stem(version: str, dev: bool) -> str:
+    """The file name (without suffix) of a release's report, ``vllm-<version>[-dev]``."""
+    return f"vllm-{version}{'-dev' if dev else ''}"
+
+
 def shard_stem(version: str, dev: bool, group: int, splits: int) -> str:
     """The file name (without suffix) of a release's shard report."""
-    return f"vllm-{version}{'-dev' if dev else ''}.shard-{group}-of-{splits}"
+    return f"{report_stem(version, dev)}.shard-{group}-of-{splits}"
 
 
 @dataclass(frozen=True)
@@ -98,7 +110,9 @@ def by_release(reports: Sequence[ShardReport]) -> dict[str, list[ShardReport]]:
     """Shard reports grouped by the vLLM they ran on (a dev build apart from its release)."""
     groups: dict[str, list[ShardReport]] = {}
     for report in reports:
-        key = f"{report.info.vllm_version}{'-dev' if report.info.source else ''}"
+        # the version without release_label's words for a release the matrix does not know
+        version = str(report.info.vllm_version).split(" ", 1)[0]
+        key = report_stem(version, report.info.source is not None)
         groups.setdefault(key, []).append(report)
     return groups
 
@@ -191,27 +205,18 @@ def main(paths: Sequence[Path], out: Path) -> int:
         print(f"matrix merge: no shard reports in {', '.join(map(str, paths))}")
         return 2
     try:
-        releases = {key: merge_shards(group) for key, group in by_release(_loaded(files)).items()}
+        loaded = [load_shard(path) for path in files]
+        releases = {key: merge_shards(group) for key, group in by_release(loaded).items()}
     except MergeError as error:
         print(f"matrix merge: refused: {error}")
         return 2
     failed = False
     for key, merged in releases.items():
         cells = list(merged.cells)
-        title = f" KV reservation matrix, vLLM {merged.info.vllm_version} "
-        print(f"{title:=^80}")
-        lines = summary_lines(cells, merged.info)
-        print("\n".join(lines))
-        failed |= any(not c.as_expected for c in cells) or any(
-            line.startswith("matrix: FAILED") for line in lines
-        )
-        for suffix in (".json", ".md", ".html"):
-            path = out / f"vllm-{key}{suffix}"
+        failed |= print_summary(cells, merged.info) or any(not c.as_expected for c in cells)
+        for suffix in REPORT_SUFFIXES:
+            path = out / f"{key}{suffix}"
             write_report(path, cells, merged.info)
             print(f"matrix report written to {path}")
         print(f"merged {len(merged.shards)} shards, {len(cells)} cells\n")
     return 1 if failed else 0
-
-
-def _loaded(files: Sequence[Path]) -> list[ShardReport]:
-    return [load_shard(path) for path in files]

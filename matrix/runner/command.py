@@ -19,8 +19,15 @@ import pytest
 
 from matrix.case.shipped import shipped_cases
 from matrix.installed import installed_source, installed_vllm_version
-from matrix.report.files import Shard, summary_lines, write_report
-from matrix.report.merge import MergeError, combine_shards, load_shard, merge_shards, shard_stem
+from matrix.report.files import REPORT_SUFFIXES, Shard, print_summary, write_report
+from matrix.report.merge import (
+    MergeError,
+    combine_shards,
+    load_shard,
+    merge_shards,
+    report_stem,
+    shard_stem,
+)
 from matrix.runner.forked import (
     counts,
     exit_code,
@@ -79,8 +86,8 @@ def _outputs(plan: RunPlan, version: str, dev: bool) -> list[Path]:
         stem = REPORTS / "shards" / shard_stem(version, dev, group, splits)
         written = [stem.parent / f"{stem.name}.json", stem.parent / f"{stem.name}.xml"]
     else:
-        stem = REPORTS / f"vllm-{version}{'-dev' if dev else ''}"
-        written = [stem.parent / f"{stem.name}{suffix}" for suffix in (".json", ".md", ".html")]
+        stem = REPORTS / report_stem(version, dev)
+        written = [stem.parent / f"{stem.name}{suffix}" for suffix in REPORT_SUFFIXES]
     if plan.junitxml:
         written = [p for p in written if p.suffix != ".xml"] + [plan.junitxml]
     return written + [p for p in plan.reports if p not in written]
@@ -115,20 +122,15 @@ def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
         except MergeError as error:
             print(f"matrix: the workers' reports do not make the run: {error}", file=sys.stderr)
             return code or int(pytest.ExitCode.INTERNAL_ERROR)
-        shard = None
-        if plan.shard:
-            shard = Shard(plan.shard[0], plan.shard[1], reports[0].shard.selected)
-            xml = [p for p in outputs if p.suffix == ".xml"]
-            if xml:
-                combine_junit([r.junit for r in results], xml[0])
+        shard = (
+            Shard(plan.shard[0], plan.shard[1], reports[0].shard.selected) if plan.shard else None
+        )
+        xml = [p for p in outputs if p.suffix == ".xml"]
+        if xml:
+            combine_junit([r.junit for r in results], xml[0])
     cells = list(merged.cells)
-    if cells:
-        title = f" KV reservation matrix, vLLM {merged.info.vllm_version} "
-        print(f"\n{title:=^80}")
-        lines = summary_lines(cells, merged.info)
-        print("\n".join(lines))
-        if code == pytest.ExitCode.OK and any(line.startswith("matrix: FAILED") for line in lines):
-            code = int(pytest.ExitCode.TESTS_FAILED)
+    if cells and print_summary(cells, merged.info) and code == pytest.ExitCode.OK:
+        code = int(pytest.ExitCode.TESTS_FAILED)
     for path in outputs:
         if path.suffix != ".xml":
             write_report(path, cells, merged.info, shard)
