@@ -86,10 +86,14 @@ def test_three_shards_merged_are_one_run(inline: pytest.Pytester) -> None:
 def test_forked_workers_report_what_one_process_does(tmp_path: Path) -> None:
     """``matrix run`` with two workers forked after one import of vLLM, against one process:
     the same report, field by field, and the same Markdown."""
-    reports, outputs = {}, {}
+    reports, outputs, junit = {}, {}, {}
     for workers in ("2", "0"):
+        junit[workers] = tmp_path / f"junit-{workers}.xml"
         done = subprocess.run(
-            [sys.executable, "-m", "matrix", "run", "--", "-k", "single_group", "-n", workers],
+            [
+                *(sys.executable, "-m", "matrix", "run", "--", "-k", "single_group"),
+                *("-n", workers, f"--junitxml={junit[workers]}"),
+            ],
             cwd=tmp_path,
             capture_output=True,
             text=True,
@@ -105,6 +109,10 @@ def test_forked_workers_report_what_one_process_does(tmp_path: Path) -> None:
         }
         shutil.rmtree(tmp_path / "reports")
     assert "(2 workers forked after the import)" in outputs["2"]
+    # --junitxml without a split: the workers' files combined, one test case a cell.
+    cases = {w: ElementTree.parse(junit[w]).getroot().iter("testcase") for w in junit}
+    named = {w: sorted(c.get("name", "") for c in found) for w, found in cases.items()}
+    assert named["2"] == named["0"] and len(named["0"]) == 28
     forked, alone = reports["2"], reports["0"]
     stem = next(name for name in alone if name.endswith(".json"))[: -len(".json")]
     assert forked[f"{stem}.md"] == alone[f"{stem}.md"]
@@ -113,6 +121,31 @@ def test_forked_workers_report_what_one_process_does(tmp_path: Path) -> None:
     assert {n: b for n, b in forked.items() if not n.endswith(".json")} == {
         n: b for n, b in alone.items() if not n.endswith(".json")
     }
+
+
+@needs_vllm
+@pytest.mark.slow
+@pytest.mark.once
+def test_shards_on_xdist_workers_record_the_whole_run(tmp_path: Path) -> None:
+    """pytest-xdist's controller collects nothing: a shard run on xdist's workers (a GPU each,
+    on CI) still records the run's whole selection, so its shards merge."""
+    for group in ("1", "2"):
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", "-n", "2"),
+                *(str(CASES / "single_group.yaml"), "--splits", "2", "--group", group),
+                f"--matrix-report={tmp_path / f'vllm-0.33.0.shard-{group}-of-2.json'}",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    shards = [load_shard(p) for p in sorted(tmp_path.glob("*.shard-*.json"))]
+    assert all(len(s.shard.selected) == 21 for s in shards)
+    assert len(merge_shards(shards).cells) == 21
 
 
 def cell(case: str, variant: str = "stock", digest: str = "d1") -> dict[str, Any]:

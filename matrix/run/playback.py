@@ -104,7 +104,7 @@ class Playback:
         """Of the current state, read once per state: the loading requests whose load the
         worker has not reported, the requests whose load it has, and whether every request
         finished."""
-        state = self.records[-1].state if self.records else self.state()
+        state = self.state()
         if state is not self._facts_of:
             unreported: set[str] = set()
             reported: set[str] = set()

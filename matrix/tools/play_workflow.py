@@ -44,6 +44,7 @@ from matrix.tools.workflow import (
     job_order,
     job_runs,
     load_workflow,
+    needs_of,
 )
 
 TOX_RUN = re.compile(r"python -m tox -e ([\w.-]+)(?: -- ([^|&;\n]*))?")
@@ -92,9 +93,7 @@ def play(options: Options) -> list[JobOutcome]:
         runs = [r for r in job_runs(workflow, job_id) if _selected(r, options)]
         if not runs:
             raise WorkflowError(f"job {job_id}: --release/--shards leave none of its runs")
-        needs = workflow["jobs"][job_id].get("needs") or []
-        needs = [needs] if isinstance(needs, str) else needs
-        status = Status(failed=not all(succeeded[n] for n in needs))
+        status = Status(failed=not all(succeeded[n] for n in needs_of(workflow["jobs"][job_id])))
         for run in runs:
             home = options.out / "jobs" / f"{len(outcomes) + 1:02d}-{_slug(run.name)}"
             outcomes.append(_play_job(run, workflow, env, status, home, checkout, options))

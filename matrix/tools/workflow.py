@@ -94,7 +94,7 @@ def _matches(combo: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
 def job_order(workflow: Mapping[str, Any]) -> list[str]:
     """The jobs' ids, each after the jobs it ``needs`` (file order among the ready ones)."""
     jobs: dict[str, Any] = workflow["jobs"]
-    needs = {job: _needs(jobs[job]) for job in jobs}
+    needs = {job: needs_of(jobs[job]) for job in jobs}
     for job, wanted in needs.items():
         unknown = [n for n in wanted if n not in jobs]
         if unknown:
@@ -108,7 +108,8 @@ def job_order(workflow: Mapping[str, Any]) -> list[str]:
     return ordered
 
 
-def _needs(job: Mapping[str, Any]) -> list[str]:
+def needs_of(job: Mapping[str, Any]) -> list[str]:
+    """The jobs a job needs (``needs:``, one name or a list)."""
     needs = job.get("needs") or []
     return [needs] if isinstance(needs, str) else list(needs)
 
