@@ -53,17 +53,9 @@ class ConfigDocument(LoadedDocument):
         return text if isinstance(text, dict) else self.data
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise ValueError(f"duplicate key '{key}'")
-        seen[key] = value
-    return seen
-
-
-def key_lines(text: str) -> dict[Location, int]:
-    """The line of every object key and array item in ``text`` (JSON that parses)."""
+def key_lines(path: Path, text: str) -> dict[Location, int]:
+    """The line of every object key and array item in ``text`` (JSON that parses); raises
+    :class:`CaseFileError` at a key its object holds already (JSON itself keeps the last)."""
     lines: dict[Location, int] = {(): 1}
     # Per open container: [kind, its current key or index, whether a key (an item) is next].
     stack: list[list[Any]] = []
@@ -91,7 +83,11 @@ def key_lines(text: str) -> dict[Location, int]:
                     end += 2 if text[end] == "\\" else 1
                 if frame is not None and frame[0] == "{" and frame[2]:
                     frame[1], frame[2] = json.loads(text[index : end + 1]), False
-                    lines[tuple(f[1] for f in stack)] = line
+                    where = tuple(f[1] for f in stack)
+                    if where in lines:
+                        label = ".".join(str(part) for part in where)
+                        raise CaseFileError(path, line, f"duplicate key '{label}'")
+                    lines[where] = line
                 index = end
             elif char in "{[":
                 stack.append([char, 0, True])
@@ -131,18 +127,15 @@ def read_config_json(path: Path) -> ConfigDocument:
     not an object."""
     text = read_text(path)
     try:
-        data = json.loads(text, object_pairs_hook=_unique_keys)
+        data = json.loads(text)
     except json.JSONDecodeError as error:
         raise CaseFileError(path, error.lineno, _json_problem(error, text)) from None
-    except ValueError as error:  # a duplicate key: at its second occurrence
-        key = str(error).split("'")[1]
-        rows = [n for n, row in enumerate(text.splitlines(), 1) if f'"{key}"' in row]
-        raise CaseFileError(path, rows[1] if len(rows) > 1 else 1, str(error)) from None
+    lines = key_lines(path, text)  # a duplicate key is refused here, at its second line
     if not isinstance(data, dict):
         raise CaseFileError(
             path, 1, 'a config.json is a JSON object: {"architectures": [...], ...}'
         )
-    return ConfigDocument(path, data, key_lines(text))
+    return ConfigDocument(path, data, lines)
 
 
 def _check_keys(document: ConfigDocument) -> str:
