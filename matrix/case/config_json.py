@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from matrix.case.reading import CaseFileError, LoadedDocument, Location, read_text
+from matrix.case.reading import CaseFileError, LoadedDocument, Location, dotted, read_text
 from matrix.case.strict import Strict
 
 CONFIG_JSON = "config.json"
@@ -41,11 +41,6 @@ class ConfigDocument(LoadedDocument):
     """A config.json's data and the line of every key in it."""
 
     data: dict[str, Any]
-
-    def error(self, location: Location, message: str) -> CaseFileError:
-        """A problem at ``location``, worded ``key: message``."""
-        label = ".".join(str(part) for part in location)
-        return CaseFileError(self.path, self.line_of(location), f"{label}: {message}")
 
     def text_config(self) -> dict[str, Any]:
         """The text model's keys: ``text_config`` for a multimodal model, else the file's."""
@@ -85,8 +80,7 @@ def key_lines(path: Path, text: str) -> dict[Location, int]:
                     frame[1], frame[2] = json.loads(text[index : end + 1]), False
                     where = tuple(f[1] for f in stack)
                     if where in lines:
-                        label = ".".join(str(part) for part in where)
-                        raise CaseFileError(path, line, f"duplicate key '{label}'")
+                        raise CaseFileError(path, line, f"duplicate key '{dotted(where)}'")
                     lines[where] = line
                 index = end
             elif char in "{[":
