@@ -18,11 +18,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from matrix.case.config_json import CONFIG_JSON, ConfigModel
+from matrix.case.config_json import ConfigModel
 from matrix.case.expansion import CASE_SUFFIXES, Case, case_files, cells_from_file
 from matrix.case.loading import CaseFileError, claim_name, read_document, read_model_file
 from matrix.case.model import FitSweep, ModelDescription
-from matrix.case.model_paths import MODELS_FOLDER, is_model_file, model_file
+from matrix.case.model_paths import MODELS_FOLDER, is_model_file, model_file, model_files
 from matrix.installed import installed_vllm_version
 from matrix.releases import NEWEST_SHIPPED
 from matrix.run.user_variants import VariantLoadError, run_variants
@@ -51,12 +51,6 @@ class Checked:
         return f"{counts}: {problems if self.problems else 'ok'}"
 
 
-def model_files_in(folder: Path) -> list[Path]:
-    """The model files of a ``models/`` folder: its descriptions and ``*/config.json``."""
-    found = [f for suffix in CASE_SUFFIXES for f in folder.glob(f"*{suffix}")]
-    return sorted([*found, *folder.glob(f"*/{CONFIG_JSON}")])
-
-
 def _named_files(paths: list[Path]) -> tuple[list[Path], list[Path]]:
     """The case files and the model files ``paths`` name."""
     cases: list[Path] = []
@@ -65,10 +59,10 @@ def _named_files(paths: list[Path]) -> tuple[list[Path], list[Path]]:
         if path.suffix in CASE_SUFFIXES and not is_model_file(path):
             cases.append(path)  # a directory named like a case file is a mistake to report
         elif path.is_dir() and path.name == MODELS_FOLDER:
-            models += model_files_in(path)
+            models += model_files(path)
         elif path.is_dir():
             cases += case_files(path)
-            models += model_files_in(path / MODELS_FOLDER)
+            models += model_files(path / MODELS_FOLDER)
         elif is_model_file(path):
             models.append(path)
         else:
