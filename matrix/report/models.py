@@ -39,8 +39,8 @@ def _over(cells: Sequence[CellResult]) -> str:
     blocks = sorted({_least_over(c) for c in cells if _least_over(c) > 0}) or [1]
     open_ended = any(c.over_reservation is None for c in cells)
     spread = f"{blocks[0]}-{blocks[-1]}" if len(blocks) > 1 else f"{blocks[0]}"
-    plural = "s" if blocks != [1] or open_ended else ""
-    return f"over-reserves {spread}{'+' if open_ended else ''} block{plural} ({_count(cells)})"
+    ending = "s" if blocks != [1] or open_ended else ""  # "1 block", "1+ blocks", "1-7 blocks"
+    return f"over-reserves {spread}{'+' if open_ended else ''} block{ending} ({_count(cells)})"
 
 
 def _sizer(cells: Sequence[CellResult]) -> str:

@@ -26,6 +26,7 @@ from matrix.case.model_paths import MODELS_FOLDER, is_model_file, model_file, mo
 from matrix.installed import installed_vllm_version
 from matrix.releases import NEWEST_SHIPPED
 from matrix.run.user_variants import VariantLoadError, run_variants
+from matrix.wording import plural
 
 
 @dataclass
@@ -45,9 +46,8 @@ class Checked:
 
     def summary(self) -> str:
         """``3 case files, 2 model files: ok`` (or the number of problems)."""
-        cases, models = len(self.cases), len(self.models)
-        counts = f"{cases} case file{'s' * (cases != 1)}, {models} model file{'s' * (models != 1)}"
-        problems = f"{self.problems} problem{'s' * (self.problems != 1)}"
+        counts = f"{plural(len(self.cases), 'case file')}, {plural(len(self.models), 'model file')}"
+        problems = plural(self.problems, "problem")
         return f"{counts}: {problems if self.problems else 'ok'}"
 
 
@@ -127,7 +127,8 @@ def _check_models(checked: Checked) -> None:
     if heavy or cases:
         print(
             f"validate: importing vLLM {installed_vllm_version()} to read "
-            f"{len(heavy)} model file(s) and derive {len(cases)} model case layout(s) "
+            f"{plural(len(heavy), 'model file')} and derive "
+            f"{plural(len(cases), 'model case layout')} "
             "(10-30 s)...",
             file=sys.stderr,
             flush=True,
