@@ -116,10 +116,10 @@ def _json_problem(error: json.JSONDecodeError, text: str) -> str:
     return f"not valid JSON: {error.msg} (column {error.colno})"
 
 
-def read_config_json(path: Path) -> ConfigDocument:
-    """A config.json's data and lines; raises :class:`CaseFileError` where it is not JSON, or
-    not an object."""
-    text = read_text(path)
+def read_config_json(path: Path, text: str | None = None) -> ConfigDocument:
+    """A config.json's data and lines (``text``: the file's, when the caller has read it);
+    raises :class:`CaseFileError` where it is not JSON, or not an object."""
+    text = read_text(path) if text is None else text
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
@@ -154,7 +154,10 @@ def config_model(path: Path) -> ConfigModel:
     it; raises :class:`CaseFileError` at the line to fix."""
     if path.name != CONFIG_JSON:
         raise CaseFileError(path, 1, f"vLLM reads a folder's {CONFIG_JSON}: name the file so")
-    document = read_config_json(path)
+    text = read_text(path)
+    document = read_config_json(path, text)
     architecture = _check_keys(document)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    # The file's bytes: read_text decodes strict UTF-8 and translates no newline, so encoding
+    # the text again gives them back exactly.
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return ConfigModel(path=str(path.resolve()), digest=digest, architecture=architecture)

@@ -18,7 +18,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from matrix.case.config_json import ConfigModel
 from matrix.case.expansion import CASE_SUFFIXES, Case, case_files, cells_from_file
 from matrix.case.loading import CaseFileError, claim_name, read_document, read_model_file
 from matrix.case.model import FitSweep, ModelDescription
@@ -34,7 +33,7 @@ class Checked:
     """What a validation has seen: the files, the model cases, the problems."""
 
     cases: list[Path] = field(default_factory=list)
-    models: dict[Path, ModelDescription | ConfigModel | None] = field(default_factory=dict)
+    models: dict[Path, None] = field(default_factory=dict)  # in the order seen, once each
     model_cases: list[Case] = field(default_factory=list)
     problems: int = 0
     bad_models: set[Path] = field(default_factory=set)
@@ -109,7 +108,7 @@ def _check_models(checked: Checked) -> None:
     """The model files as files, then against transformers and vLLM; the model cases' layouts."""
     for path in list(checked.models):
         try:
-            checked.models[path] = read_model_file(path)
+            read_model_file(path)
         except CaseFileError as error:
             checked.error(error)
             checked.bad_models.add(path)
