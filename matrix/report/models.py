@@ -102,10 +102,11 @@ def models_table(cells: Sequence[CellResult], brief: bool = False) -> Table:
     return ["Model", *variants], rows
 
 
-def model_details(cells: Sequence[CellResult]) -> list[str]:
+def model_details(table: Table) -> list[str]:
     """What the brief Models table leaves out, a line per model and wording: the variants
-    that share it, then the words (``ok`` left out)."""
-    header, rows = models_table(cells)
+    that share it, then the words (``ok`` left out); ``table`` is the full
+    :func:`models_table`."""
+    header, rows = table
     lines = []
     for row in rows:
         shared: dict[str, list[str]] = {}
