@@ -120,6 +120,23 @@ def test_a_case_names_a_config_json_by_its_path(tmp_path: Path) -> None:
     assert caught.value.line == 2 and caught.value.message.startswith("model: no file")
 
 
+def test_a_duplicate_key_is_named_by_its_path_at_its_second_line(tmp_path: Path) -> None:
+    """The second ``model_type`` in ``text_config`` is the duplicate, not the first, nor the
+    top-level one of the same name."""
+    from matrix.case.config_json import read_config_json
+
+    path = tmp_path / "config.json"
+    path.write_text(
+        '{\n  "architectures": ["LlavaForConditionalGeneration"],\n  "model_type": "llava",\n'
+        '  "text_config": {\n    "model_type": "llama",\n    "hidden_size": 4096,\n'
+        '    "model_type": "mistral"\n  }\n}\n'
+    )
+    with pytest.raises(CaseFileError) as caught:
+        read_config_json(path)
+    assert caught.value.line == 7
+    assert caught.value.message == "duplicate key 'text_config.model_type'"
+
+
 @pytest.mark.parametrize("model", ["/etc", "/proc/self", "."])
 def test_a_directory_without_a_config_is_no_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str

@@ -117,5 +117,7 @@ def test_the_brief_models_table_and_its_details() -> None:
     header, rows = models_table(cells, brief=True)
     assert header == ["Model", "stock", "fixed"]
     assert rows == [["m", "unpromotable", "ok"]]
-    assert model_details(cells) == ["m under stock: unpromotable below the fit at pool 9 (1 cell)"]
+    assert model_details(models_table(cells)) == [
+        "m under stock: unpromotable below the fit at pool 9 (1 cell)"
+    ]
     assert brief_cell_text(cells[0]) == "unpromotable"

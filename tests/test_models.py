@@ -15,7 +15,7 @@ from matrix.case.config_json import ConfigModel
 from matrix.case.expansion import case_files, cells_from_file
 from matrix.case.loading import CaseFileError, read_description
 from matrix.case.model_paths import SHIPPED_MODELS as SHIPPED_DESCRIPTIONS
-from matrix.case.model_paths import is_model_file
+from matrix.case.model_paths import is_model_file, model_files, model_names, no_model
 from tests.helpers import CASES, WriteCase, needs_vllm, replaced
 
 TINY_MODEL = """\
@@ -87,6 +87,22 @@ def test_a_case_names_a_model_beside_it(tmp_path: Path) -> None:
     assert len(cells) == 7
     described = cells[0].case.definition.described
     assert described is not None and described.sliding_window == 64
+
+
+def test_a_yml_description_is_a_model_as_a_yaml_one_is(tmp_path: Path) -> None:
+    """A ``models/`` folder is listed one way: validate, the name lookup and the did-you-mean
+    all take a ``.yml`` description."""
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "tiny-model.yml").write_text(TINY_MODEL)
+    (models / "big").mkdir()
+    (models / "big" / "config.json").write_text("{}")
+    assert model_files(models) == [models / "big" / "config.json", models / "tiny-model.yml"]
+    assert model_names(models) == ["big", "tiny-model"]
+    (tmp_path / "tiny.yaml").write_text(MODEL_CASE)
+    described = cells_from_file(tmp_path / "tiny.yaml")[0].case.definition.described
+    assert described is not None and described.sliding_window == 64
+    assert "did you mean 'tiny-model'?" in no_model("tiny-modle", tmp_path)
 
 
 def problem(path: Path) -> CaseFileError:

@@ -4,6 +4,7 @@ stable names, the same bytes each time, a report rewritten from its JSON alike."
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,29 @@ def test_a_report_rewritten_from_its_json_is_the_same(tmp_path: Path) -> None:
     markdown = (first / "vllm-0.33.0.md").read_text()
     assert "![Cases x variants, by severity](vllm-0.33.0/severity.svg)" in markdown
     assert "in `vllm-0.33.0/cells/`" in markdown
+
+
+def test_the_stored_pictures_are_keyed_on_every_module_that_draws_them() -> None:
+    """Every ``matrix.report`` module that ``pictures`` draws with, found by its imports, is
+    in the picture store's key: an edit to any of them draws anew instead of serving the old."""
+    package = Path(pictures.__file__).parent
+    found: set[str] = set()
+    todo = ["pictures"]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        tree = ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.module.startswith("matrix.report."):
+                    todo.append(node.module.removeprefix("matrix.report."))
+                elif node.module == "matrix.report":
+                    todo.extend(alias.name for alias in node.names)
+    keyed = {Path(str(m.__file__)).stem for m in drawing.DRAWING_MODULES}
+    assert {"figures", "cell_pictures"} <= found
+    assert found <= keyed
 
 
 @needs_matplotlib

@@ -104,10 +104,7 @@ def _check_before_reading(model: ConfigModel, document: ConfigDocument) -> None:
             guess = difflib.get_close_matches(str(model_type), known, n=1, cutoff=0.6)
             hint = f": did you mean '{guess[0]}'?" if guess else ""
             message = f"neither transformers nor vLLM knows model_type {model_type!r}{hint}"
-            key = ".".join([*place, "model_type"])
-            raise ConfigJsonError(
-                document.path, document.line_of((*place, "model_type")), f"{key}: {message}"
-            )
+            raise document.error((*place, "model_type"), message, ConfigJsonError)
 
 
 def _one_line(error: Exception) -> str:

@@ -93,8 +93,7 @@ def _check_description(path: Path) -> ModelFileCheck:
     found = ModelFileCheck()
 
     def error(where: tuple[str | int, ...], message: str) -> None:
-        label = ".".join(str(part) for part in where)
-        found.errors.append(CaseFileError(path, document.line_of(where), f"{label}: {message}"))
+        found.errors.append(document.error(where, message))
 
     if model.hf_config:
         check_hf_config(model, error)
@@ -160,9 +159,8 @@ def case_layout_problem(case: Case) -> tuple[str | None, str | None]:
         if "does not import here" in message:
             return None, None
         key = LAYOUT_KEYS.get(message.split(" ")[0].rstrip(":"), ("model",))
-        line = read_document(case.source).line_of(key)
-        where = ".".join(str(part) for part in key)
-        return f"{case.source}:{line}: [{case.case_id}] {where}: {message}", None
+        problem = read_document(case.source).error(key, message)
+        return f"{case.source}:{problem.line}: [{case.case_id}] {problem.message}", None
     except (UnsupportedRelease, ValueError, ImportError):
         return None, None  # the run says why
     return None, _fit_slack_warning(case, sum(group.kind != "mamba" for group in groups))

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from matrix.case.reading import CaseFileError, LoadedDocument, Location, read_text
+from matrix.case.reading import CaseFileError, LoadedDocument, Location, dotted, read_text
 from matrix.case.strict import Strict
 
 CONFIG_JSON = "config.json"
@@ -42,28 +42,15 @@ class ConfigDocument(LoadedDocument):
 
     data: dict[str, Any]
 
-    def error(self, location: Location, message: str) -> CaseFileError:
-        """A problem at ``location``, worded ``key: message``."""
-        label = ".".join(str(part) for part in location)
-        return CaseFileError(self.path, self.line_of(location), f"{label}: {message}")
-
     def text_config(self) -> dict[str, Any]:
         """The text model's keys: ``text_config`` for a multimodal model, else the file's."""
         text = self.data.get("text_config")
         return text if isinstance(text, dict) else self.data
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise ValueError(f"duplicate key '{key}'")
-        seen[key] = value
-    return seen
-
-
-def key_lines(text: str) -> dict[Location, int]:
-    """The line of every object key and array item in ``text`` (JSON that parses)."""
+def key_lines(path: Path, text: str) -> dict[Location, int]:
+    """The line of every object key and array item in ``text`` (JSON that parses); raises
+    :class:`CaseFileError` at a key its object holds already (JSON itself keeps the last)."""
     lines: dict[Location, int] = {(): 1}
     # Per open container: [kind, its current key or index, whether a key (an item) is next].
     stack: list[list[Any]] = []
@@ -91,7 +78,10 @@ def key_lines(text: str) -> dict[Location, int]:
                     end += 2 if text[end] == "\\" else 1
                 if frame is not None and frame[0] == "{" and frame[2]:
                     frame[1], frame[2] = json.loads(text[index : end + 1]), False
-                    lines[tuple(f[1] for f in stack)] = line
+                    where = tuple(f[1] for f in stack)
+                    if where in lines:
+                        raise CaseFileError(path, line, f"duplicate key '{dotted(where)}'")
+                    lines[where] = line
                 index = end
             elif char in "{[":
                 stack.append([char, 0, True])
@@ -126,23 +116,20 @@ def _json_problem(error: json.JSONDecodeError, text: str) -> str:
     return f"not valid JSON: {error.msg} (column {error.colno})"
 
 
-def read_config_json(path: Path) -> ConfigDocument:
-    """A config.json's data and lines; raises :class:`CaseFileError` where it is not JSON, or
-    not an object."""
-    text = read_text(path)
+def read_config_json(path: Path, text: str | None = None) -> ConfigDocument:
+    """A config.json's data and lines (``text``: the file's, when the caller has read it);
+    raises :class:`CaseFileError` where it is not JSON, or not an object."""
+    text = read_text(path) if text is None else text
     try:
-        data = json.loads(text, object_pairs_hook=_unique_keys)
+        data = json.loads(text)
     except json.JSONDecodeError as error:
         raise CaseFileError(path, error.lineno, _json_problem(error, text)) from None
-    except ValueError as error:  # a duplicate key: at its second occurrence
-        key = str(error).split("'")[1]
-        rows = [n for n, row in enumerate(text.splitlines(), 1) if f'"{key}"' in row]
-        raise CaseFileError(path, rows[1] if len(rows) > 1 else 1, str(error)) from None
+    lines = key_lines(path, text)  # a duplicate key is refused here, at its second line
     if not isinstance(data, dict):
         raise CaseFileError(
             path, 1, 'a config.json is a JSON object: {"architectures": [...], ...}'
         )
-    return ConfigDocument(path, data, key_lines(text))
+    return ConfigDocument(path, data, lines)
 
 
 def _check_keys(document: ConfigDocument) -> str:
@@ -167,7 +154,10 @@ def config_model(path: Path) -> ConfigModel:
     it; raises :class:`CaseFileError` at the line to fix."""
     if path.name != CONFIG_JSON:
         raise CaseFileError(path, 1, f"vLLM reads a folder's {CONFIG_JSON}: name the file so")
-    document = read_config_json(path)
+    text = read_text(path)
+    document = read_config_json(path, text)
     architecture = _check_keys(document)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    # The file's bytes: read_text decodes strict UTF-8 and translates no newline, so encoding
+    # the text again gives them back exactly.
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return ConfigModel(path=str(path.resolve()), digest=digest, architecture=architecture)

@@ -7,7 +7,7 @@ groups:
 - ``model: path/to/my-model.yaml``: a model description (numbers copied from a config.json, or a
   hypothetical model's); a bare file name is looked up beside the case, then in ``models/``;
 - ``model: <name>``: ``models/<name>/config.json`` beside the case, else ``models/<name>.yaml``
-  beside it, else the shipped ``cases/models/`` ones;
+  (or ``.yml``) beside it, else the shipped ``cases/models/`` ones;
 - else an engine config directory (``llama-tiny``, the default, or a directory holding a
   ``config.json``) whose groups the case writes out.
 
@@ -50,10 +50,25 @@ def model_file(model: str, case_dir: Path | None) -> Path | None:
     if not _is_name(model):
         return None
     for folder in [*folders, SHIPPED_MODELS]:
-        for candidate in (folder / model / CONFIG_JSON, folder / f"{model}.yaml"):
+        descriptions = [folder / f"{model}{suffix}" for suffix in DESCRIPTION_SUFFIXES]
+        for candidate in (folder / model / CONFIG_JSON, *descriptions):
             if candidate.is_file():
                 return candidate
     return None
+
+
+def model_files(folder: Path) -> list[Path]:
+    """The model files of a ``models/`` folder, sorted: its descriptions (any of
+    :data:`DESCRIPTION_SUFFIXES`) and its ``*/config.json``."""
+    found = [f for suffix in DESCRIPTION_SUFFIXES for f in folder.glob(f"*{suffix}")]
+    return sorted([*found, *folder.glob(f"*/{CONFIG_JSON}")])
+
+
+def model_names(folder: Path) -> list[str]:
+    """The names a case's ``model:`` gives the models of a ``models/`` folder, sorted: a
+    config.json's folder name, a description's file name without its suffix."""
+    files = model_files(folder)
+    return sorted({f.parent.name if f.name == CONFIG_JSON else f.stem for f in files})
 
 
 # Shipped engine config directories found so far: they do not move while the matrix runs,
@@ -76,8 +91,7 @@ def model_directory(model: str) -> Path | None:
 
 def shipped_models() -> list[str]:
     """The names of the shipped models (a config.json folder or a description), sorted."""
-    folders = {p.parent.name for p in SHIPPED_MODELS.glob(f"*/{CONFIG_JSON}")}
-    return sorted(folders | {p.stem for p in SHIPPED_MODELS.glob("*.yaml")})
+    return model_names(SHIPPED_MODELS)
 
 
 def is_model_file(path: Path) -> bool:
@@ -89,11 +103,7 @@ def no_model(model: str, case_dir: Path | None = None) -> str:
     """Why ``model`` names nothing, with a did-you-mean (among the models beside the case, the
     shipped ones and the engine configs) rather than every model there is."""
     shipped = shipped_models()
-    local: list[str] = []
-    if case_dir is not None:
-        folder = case_dir / MODELS_FOLDER
-        local = [p.parent.name for p in folder.glob(f"*/{CONFIG_JSON}")]
-        local += [p.stem for p in folder.glob("*.yaml")]
+    local = model_names(case_dir / MODELS_FOLDER) if case_dir is not None else []
     engines = [p.parent.name for p in ENGINE_CONFIGS.glob(f"*/{CONFIG_JSON}")]
     known = [*local, *shipped, *engines]
     guess = difflib.get_close_matches(model, known, n=1, cutoff=0.6)

@@ -42,6 +42,20 @@ class LoadedDocument:
                 return line
         return 1
 
+    def error(
+        self, location: Location, message: str, kind: type[CaseFileError] | None = None
+    ) -> CaseFileError:
+        """A problem at ``location``, worded ``key: message`` with the key's dotted path
+        (``text_config.model_type``), as ``kind`` (a :class:`CaseFileError` by default)."""
+        return (kind or CaseFileError)(
+            self.path, self.line_of(location), f"{dotted(location)}: {message}"
+        )
+
+
+def dotted(location: Location) -> str:
+    """A key's path as a user writes it: ``text_config.model_type``, ``requests.0.id``."""
+    return ".".join(str(part) for part in location)
+
 
 def one_line(text: str) -> str:
     """``text`` with control characters escaped: a message must stay on its line whatever a

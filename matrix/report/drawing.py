@@ -4,6 +4,7 @@ picture takes about 0.1 s of CPU, a failing cell has one), and kept for the repo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from matrix.installed import cache_base
 from matrix.judge.result import CellResult
-from matrix.report import gallery
+from matrix.report import cell_pictures, figures, gallery, tables
 from matrix.report import pictures as picture_code
 from matrix.report.gallery import Picture, cells_of
 from matrix.report.pictures import Job, draw_job
@@ -128,9 +129,16 @@ class PictureStore:
             pass
 
 
+# The modules a picture is drawn by (tables orders its cases and variants): an edit to any of
+# them is a new drawing, not the stored one.
+DRAWING_MODULES = (picture_code, gallery, figures, cell_pictures, tables)
+
+
+@functools.cache
 def _drawing_code() -> str:
-    """What draws the pictures: this package's drawing modules and matplotlib's version."""
+    """What draws the pictures: this package's drawing modules and matplotlib's version (read
+    once a process: a report's every file draws with the same code)."""
     digest = hashlib.sha256(metadata.version("matplotlib").encode())
-    for module in (picture_code, gallery):
+    for module in DRAWING_MODULES:
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()[:16]

@@ -39,8 +39,8 @@ def _over(cells: Sequence[CellResult]) -> str:
     blocks = sorted({_least_over(c) for c in cells if _least_over(c) > 0}) or [1]
     open_ended = any(c.over_reservation is None for c in cells)
     spread = f"{blocks[0]}-{blocks[-1]}" if len(blocks) > 1 else f"{blocks[0]}"
-    plural = "s" if blocks != [1] or open_ended else ""
-    return f"over-reserves {spread}{'+' if open_ended else ''} block{plural} ({_count(cells)})"
+    ending = "s" if blocks != [1] or open_ended else ""  # "1 block", "1+ blocks", "1-7 blocks"
+    return f"over-reserves {spread}{'+' if open_ended else ''} block{ending} ({_count(cells)})"
 
 
 def _sizer(cells: Sequence[CellResult]) -> str:
@@ -102,10 +102,11 @@ def models_table(cells: Sequence[CellResult], brief: bool = False) -> Table:
     return ["Model", *variants], rows
 
 
-def model_details(cells: Sequence[CellResult]) -> list[str]:
+def model_details(table: Table) -> list[str]:
     """What the brief Models table leaves out, a line per model and wording: the variants
-    that share it, then the words (``ok`` left out)."""
-    header, rows = models_table(cells)
+    that share it, then the words (``ok`` left out); ``table`` is the full
+    :func:`models_table`."""
+    header, rows = table
     lines = []
     for row in rows:
         shared: dict[str, list[str]] = {}

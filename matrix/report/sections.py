@@ -58,15 +58,16 @@ def sections(cells: Sequence[CellResult]) -> list[Section]:
         )
     )
     if any(cell.model for cell in cells):
+        models = models_table(cells)
         found.append(
             Section(
                 "Models",
                 "Each model's cells under each variant, by their worst failure (How to read "
                 "this report says what each word means; a Summary column's Pass covers the "
                 "table cases only, not these models).",
-                models_table(cells),
+                models,
                 brief=models_table(cells, brief=True),
-                notes=tuple(model_details(cells)),
+                notes=tuple(model_details(models)),
                 headline=True,
                 always_brief=True,
             )

@@ -18,14 +18,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from matrix.case.config_json import CONFIG_JSON, ConfigModel
 from matrix.case.expansion import CASE_SUFFIXES, Case, case_files, cells_from_file
 from matrix.case.loading import CaseFileError, claim_name, read_document, read_model_file
 from matrix.case.model import FitSweep, ModelDescription
-from matrix.case.model_paths import MODELS_FOLDER, is_model_file, model_file
+from matrix.case.model_paths import MODELS_FOLDER, is_model_file, model_file, model_files
 from matrix.installed import installed_vllm_version
 from matrix.releases import NEWEST_SHIPPED
 from matrix.run.user_variants import VariantLoadError, run_variants
+from matrix.wording import plural
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Checked:
     """What a validation has seen: the files, the model cases, the problems."""
 
     cases: list[Path] = field(default_factory=list)
-    models: dict[Path, ModelDescription | ConfigModel | None] = field(default_factory=dict)
+    models: dict[Path, None] = field(default_factory=dict)  # in the order seen, once each
     model_cases: list[Case] = field(default_factory=list)
     problems: int = 0
     bad_models: set[Path] = field(default_factory=set)
@@ -45,16 +45,9 @@ class Checked:
 
     def summary(self) -> str:
         """``3 case files, 2 model files: ok`` (or the number of problems)."""
-        cases, models = len(self.cases), len(self.models)
-        counts = f"{cases} case file{'s' * (cases != 1)}, {models} model file{'s' * (models != 1)}"
-        problems = f"{self.problems} problem{'s' * (self.problems != 1)}"
+        counts = f"{plural(len(self.cases), 'case file')}, {plural(len(self.models), 'model file')}"
+        problems = plural(self.problems, "problem")
         return f"{counts}: {problems if self.problems else 'ok'}"
-
-
-def model_files_in(folder: Path) -> list[Path]:
-    """The model files of a ``models/`` folder: its descriptions and ``*/config.json``."""
-    found = [f for suffix in CASE_SUFFIXES for f in folder.glob(f"*{suffix}")]
-    return sorted([*found, *folder.glob(f"*/{CONFIG_JSON}")])
 
 
 def _named_files(paths: list[Path]) -> tuple[list[Path], list[Path]]:
@@ -65,10 +58,10 @@ def _named_files(paths: list[Path]) -> tuple[list[Path], list[Path]]:
         if path.suffix in CASE_SUFFIXES and not is_model_file(path):
             cases.append(path)  # a directory named like a case file is a mistake to report
         elif path.is_dir() and path.name == MODELS_FOLDER:
-            models += model_files_in(path)
+            models += model_files(path)
         elif path.is_dir():
             cases += case_files(path)
-            models += model_files_in(path / MODELS_FOLDER)
+            models += model_files(path / MODELS_FOLDER)
         elif is_model_file(path):
             models.append(path)
         else:
@@ -115,7 +108,7 @@ def _check_models(checked: Checked) -> None:
     """The model files as files, then against transformers and vLLM; the model cases' layouts."""
     for path in list(checked.models):
         try:
-            checked.models[path] = read_model_file(path)
+            read_model_file(path)
         except CaseFileError as error:
             checked.error(error)
             checked.bad_models.add(path)
@@ -133,7 +126,8 @@ def _check_models(checked: Checked) -> None:
     if heavy or cases:
         print(
             f"validate: importing vLLM {installed_vllm_version()} to read "
-            f"{len(heavy)} model file(s) and derive {len(cases)} model case layout(s) "
+            f"{plural(len(heavy), 'model file')} and derive "
+            f"{plural(len(cases), 'model case layout')} "
             "(10-30 s)...",
             file=sys.stderr,
             flush=True,
