@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from matrix.adapters.runtime import OFFLINE
 from matrix.case.reading import CaseFileError
 from matrix.installed import vllm_cache_root
 from matrix.upstream.expected import (
@@ -86,11 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _environment(hub: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
+        OFFLINE,
         HF_HUB_CACHE=str(hub),
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        VLLM_NO_USAGE_STATS="1",
-        DO_NOT_TRACK="1",
         # The CPU platform: on the unspecified one vLLM's autouse cleanup fixture empties an
         # accelerator's cache after every test, and every test errors at teardown.
         VLLM_TARGET_DEVICE="cpu",
