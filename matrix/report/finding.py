@@ -20,14 +20,12 @@ from pathlib import Path
 
 import yaml
 
+from matrix.case.shipped import FINDINGS, PATCHES
 from matrix.judge.result import CellResult
 from matrix.report.finding_doc import DOC, REPO, Finding, FindingError, evidence, find
 from matrix.report.finding_doc import patch_files as finding_patch
 from matrix.report.release_reports import ReleaseReport, ReportError, load_reports
 from matrix.report.tables import render_markdown
-
-FINDINGS = REPO / "docs" / "findings"
-PATCHES = FINDINGS / "patches"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,10 +21,9 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+from matrix.case.shipped import PATCHES
 from matrix.tools.devsource import SourceError, install
 from matrix.upstream.source import MARKER, cache_root, fetch_tree
-
-PATCHES = Path(__file__).resolve().parents[2] / "docs" / "findings" / "patches"
 
 
 def patch_path(version: str) -> Path:

@@ -25,12 +25,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from matrix.case.shipped import PACKAGE, shipped_cases
+from matrix.case.shipped import FINDINGS, shipped_cases
 from matrix.installed import cache_base, git
 from matrix.tools.bisect.step import Judged, Request, judge_commits, mark_of, recorded
 from matrix.tools.bisect.verdict import SelectionError, describe, load, select_cells
 
-FINDINGS = PACKAGE.parent / "docs" / "findings"  # in a clone of this repository
 FOUND = re.compile(r"^([0-9a-f]{40}) is the first changed commit", re.M)
 ONLY_SKIPPED = re.compile(r"could be any of:\n((?:[0-9a-f]{40}\n?)+)")
 
