@@ -28,6 +28,7 @@ from typing import Any
 from matrix.adapters.runtime import OFFLINE
 from matrix.case.reading import CaseFileError
 from matrix.installed import vllm_cache_root
+from matrix.tools.devsource import SourceError
 from matrix.upstream.expected import (
     TIERS,
     Change,
@@ -42,7 +43,6 @@ from matrix.upstream.expected import (
 )
 from matrix.upstream.report import RunInfo, stock_report, variant_report
 from matrix.upstream.source import (
-    SourceError,
     cache_root,
     checkout_tests,
     fetch_tests,
