@@ -80,13 +80,13 @@ def _commit(source: Path, ref: str) -> str:
     return commit
 
 
-def _git(tree: Path, *args: str, capture: bool = True) -> str:
+def _git(tree: Path, *args: str) -> str:
     done = subprocess.run(
-        ["git", "-C", str(tree), *args], capture_output=capture, text=True, check=False
+        ["git", "-C", str(tree), *args], capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
-        raise BisectError(f"git {' '.join(args)}: {(done.stderr or '').strip()}")
-    return done.stdout or ""
+        raise BisectError(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
 
 
 @contextmanager
@@ -99,7 +99,6 @@ def scratch_worktree(source: Path, tree: Path, commit: str) -> Iterator[Path]:
     finally:
         git(tree, "bisect", "reset")
         git(source, "worktree", "remove", "--force", str(tree))
-        git(source, "worktree", "prune")
 
 
 @contextmanager
