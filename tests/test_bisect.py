@@ -320,7 +320,8 @@ def release_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A git history of the releases' ``vllm/`` trees, one tagged commit each, as a clone has
     them (no generated ``vllm/_version.py``: the version comes from the tag). Committed
     straight from the shared unpacked archives (GIT_WORK_TREE), which are never changed."""
-    from matrix.upstream.source import SourceError, fetch_tree
+    from matrix.tools.devsource import SourceError
+    from matrix.upstream.source import fetch_tree
 
     repo = tmp_path_factory.mktemp("releases")
     git(repo, "init", "-q")

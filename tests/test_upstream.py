@@ -115,8 +115,8 @@ def test_a_bad_expected_file_is_one_line_naming_its_line(tmp_path: Path) -> None
 
 
 def test_a_tier_path_missing_from_the_release_names_the_expected_file(tmp_path: Path) -> None:
+    from matrix.tools.devsource import SourceError
     from matrix.upstream.driver import tier_paths
-    from matrix.upstream.source import SourceError
 
     (tmp_path / "tests" / "v1" / "core").mkdir(parents=True)
     (tmp_path / FILE).write_text("")
@@ -295,7 +295,8 @@ def test_an_archive_whose_digest_differs_is_refused(
     index: tuple[Path, str], tmp_path: Path
 ) -> None:
     pytest.importorskip("pypi_simple")
-    from matrix.upstream.source import SourceError, fetch_tests
+    from matrix.tools.devsource import SourceError
+    from matrix.upstream.source import fetch_tests
 
     served, endpoint = index
     _publish(served, _archive(ARCHIVE), hashlib.sha256(b"another archive").hexdigest())

@@ -38,7 +38,7 @@ def release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr("matrix.installed.installed_vllm_version", lambda: "9.9.9")
     (tmp_path / FILE).parent.mkdir(parents=True)
     (tmp_path / FILE).write_text("")
-    monkeypatch.setattr(driver, "_tests_root", lambda options, version: tmp_path)
+    monkeypatch.setattr(driver, "_tests_root", lambda checkout, version, index: tmp_path)
     runs = {None: outcomes(test_a="passed", test_b="passed"), "none": outcomes(test_a="failed")}
     monkeypatch.setattr(driver, "run_pytest", lambda *args: (runs[args[-1]], 1.0))
     expected = tmp_path / "vllm-9.9.9.yaml"

@@ -5,37 +5,62 @@ from __future__ import annotations
 
 import gc
 import importlib
+from typing import TYPE_CHECKING
 
 from matrix.adapters.protocol import Refused, UnsupportedRelease, VersionAdapter
 from matrix.installed import installed_vllm_version
 from matrix.releases import RELEASES, nearest_release, release_label
 
+if TYPE_CHECKING:  # imports vLLM
+    from matrix.adapters.v0_30 import Vllm030
 
-def select_adapter(version: str | None = None) -> VersionAdapter:
-    """The adapter for the installed vLLM (or ``version``), its requirements probed; raises
-    :class:`UnsupportedRelease` naming what is missing."""
+
+def _version(version: str | None) -> str:
     version = installed_vllm_version() if version is None else version
     if version is None:
         raise UnsupportedRelease("vLLM is not installed (run through tox, e.g. tox -e vllm033)")
+    return version
+
+
+def _lacks_import(error: ImportError) -> UnsupportedRelease:
+    return UnsupportedRelease(f"vLLM lacks an import the adapters need: {error}")
+
+
+def adapter_class(version: str | None = None) -> type[Vllm030]:
+    """The adapter class for the installed vLLM (or ``version``), its requirements probed,
+    with none of :func:`select_adapter`'s start-up settings: for a process that has vLLM
+    imported and set up already. Raises :class:`UnsupportedRelease` naming what is missing."""
+    version = _version(version)
     release = nearest_release(version)
     module_name, class_name = RELEASES[release].adapter.split(":")
     try:
-        from matrix.adapters.runtime import prepare_vllm
-
-        prepare_vllm()
-        adapter_type = getattr(importlib.import_module(module_name), class_name)
+        adapter_type: type[Vllm030] = getattr(importlib.import_module(module_name), class_name)
         from matrix.adapters.patched import Patched, carries_patch
 
         if carries_patch():  # the findings' fix in vLLM's source, on any release it is for
             adapter_type = Patched
     except ImportError as error:
-        raise UnsupportedRelease(f"vLLM lacks an import the adapters need: {error}") from error
+        raise _lacks_import(error) from error
     missing = [r.description for r in adapter_type.requirements if not r.met()]
     if missing:
         raise UnsupportedRelease(
             f"vLLM {version} lacks what the {release} adapter drives: {'; '.join(missing)}"
         )
-    adapter: VersionAdapter = adapter_type(release_label(version))
+    return adapter_type
+
+
+def select_adapter(version: str | None = None) -> VersionAdapter:
+    """The adapter for the installed vLLM (or ``version``), its requirements probed, vLLM's
+    start-up settings made first (``runtime.prepare_vllm``); raises
+    :class:`UnsupportedRelease` naming what is missing."""
+    version = _version(version)
+    try:
+        from matrix.adapters.runtime import prepare_vllm
+
+        prepare_vllm()
+    except ImportError as error:
+        raise _lacks_import(error) from error
+    adapter: VersionAdapter = adapter_class(version)(release_label(version))
     # vLLM's import leaves about a million objects that live as long as the process: moved
     # out of the garbage collector's generations, they are not traversed again by every full
     # collection the runs' many small records set off.

@@ -9,6 +9,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent
 # The engine's HF config directories (a tiny config.json each, for vLLM's ModelConfig).
 ENGINE_CONFIGS = PACKAGE / "models"
+# In a clone of this repository (not in a wheel): the findings' case files and unit tests, and
+# their fixes as patches to vLLM, one a release.
+FINDINGS = PACKAGE.parent / "docs" / "findings"
+PATCHES = FINDINGS / "patches"
 
 
 def shipped_cases() -> Path:

@@ -13,6 +13,7 @@ exactly the code that installs it on the harness's.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, cast
 
 from vllm.sampling_params import SamplingParams
@@ -103,14 +104,10 @@ class LiveHandle(Handle):
         return self.live.drain(list(self.engine_ids.values()))
 
 
-_combined: dict[type[Handle], type[LiveHandle]] = {}
-
-
+@functools.cache
 def live_handle_type(release: type[Handle]) -> type[LiveHandle]:
     """:class:`LiveHandle` in front of ``release`` (the adapter's handle class): the live
     engine's parts, then the release's hooks (``stock_margin``, ``drop_stock_margin``,
-    ``coordinator_options``), then what every release shares."""
-    if release not in _combined:
-        combined = type(f"Live{release.__name__}", (LiveHandle, release), {})
-        _combined[release] = cast(type[LiveHandle], combined)
-    return _combined[release]
+    ``coordinator_options``), then what every release shares; one class per release class."""
+    combined = type(f"Live{release.__name__}", (LiveHandle, release), {})
+    return cast(type[LiveHandle], combined)

@@ -63,7 +63,9 @@ def run_live_pool(
     handles: list[LiveHandle] = []
 
     def build() -> LiveHandle:
-        handles.append(live_handle_type(handle_type)(engine, pool))
+        # A class is hashable; mypy reads a class's __hash__ as its instances' (the cache's key).
+        live_type = live_handle_type(handle_type)  # type: ignore[arg-type]
+        handles.append(live_type(engine, pool))
         return handles[-1]
 
     try:

@@ -88,14 +88,14 @@ def session_cells(options: Options) -> tuple[list[Cell], list[str]]:
 
 def run_session(
     options: Options,
-    say: Callable[[str], None] = print,
-    selection: tuple[list[Cell], list[str]] | None = None,
+    say: Callable[[str], None],
+    selection: tuple[list[Cell], list[str]],
 ) -> LiveReport:
-    """Runs the session: the options' cells (``selection``: ``session_cells``' answer, when
-    the caller has it); ``say`` hears a line per cell that ran, as it ends. The report lists
-    the case files that did not load."""
+    """Runs the session: the options' cells (``selection``: ``session_cells``' answer); ``say``
+    hears a line per cell that ran, as it ends. The report lists the case files that did not
+    load."""
     started = time.monotonic()
-    cells, invalid = selection or session_cells(options)
+    cells, invalid = selection
     version = installed_vllm_version() or "none"
     device = detect_device()
     if isinstance(device, str):

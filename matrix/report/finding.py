@@ -20,14 +20,13 @@ from pathlib import Path
 
 import yaml
 
+from matrix.case.shipped import FINDINGS, PATCHES
 from matrix.judge.result import CellResult
+from matrix.judge.verdict import pool_ranges
 from matrix.report.finding_doc import DOC, REPO, Finding, FindingError, evidence, find
 from matrix.report.finding_doc import patch_files as finding_patch
 from matrix.report.release_reports import ReleaseReport, ReportError, load_reports
 from matrix.report.tables import render_markdown
-
-FINDINGS = REPO / "docs" / "findings"
-PATCHES = FINDINGS / "patches"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,8 +51,7 @@ def _outcome(cell: CellResult | None) -> str:
         return "not run"
     if cell.observed != "fail":
         return cell.observed
-    pools = ", ".join(map(str, cell.failing_pools))
-    return f"{cell.kind} at {pools}: `{cell.severity or 'undersized'}`"
+    return f"{cell.kind} at {pool_ranges(cell.failing_pools)}: `{cell.severity or 'undersized'}`"
 
 
 def releases_table(reports: Sequence[ReleaseReport], case: str) -> str:

@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from matrix.case.shipped import PACKAGE
+
+REPO = PACKAGE.parent
 DOC = REPO / "docs" / "findings.md"
 EVIDENCE_HEADING = "## The fixes as a patch to vLLM"
 

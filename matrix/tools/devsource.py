@@ -28,7 +28,8 @@ PTH_NAME = "matrix-vllm-source.pth"
 
 
 class SourceError(Exception):
-    """A source that cannot be installed; the message is one line."""
+    """A vLLM source that cannot be had or installed (a release's archive, a checkout, a wheel);
+    the message is one line."""
 
 
 _VERSION_FILE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", re.M)

@@ -25,8 +25,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from matrix.adapters.runtime import OFFLINE
 from matrix.case.reading import CaseFileError
 from matrix.installed import vllm_cache_root
+from matrix.tools.devsource import SourceError
 from matrix.upstream.expected import (
     TIERS,
     Change,
@@ -41,7 +43,6 @@ from matrix.upstream.expected import (
 )
 from matrix.upstream.report import RunInfo, stock_report, variant_report
 from matrix.upstream.source import (
-    SourceError,
     cache_root,
     checkout_tests,
     fetch_tests,
@@ -86,11 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _environment(hub: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
+        OFFLINE,
         HF_HUB_CACHE=str(hub),
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        VLLM_NO_USAGE_STATS="1",
-        DO_NOT_TRACK="1",
         # The CPU platform: on the unspecified one vLLM's autouse cleanup fixture empties an
         # accelerator's cache after every test, and every test errors at teardown.
         VLLM_TARGET_DEVICE="cpu",
@@ -140,17 +138,16 @@ def _checkout(options: argparse.Namespace) -> Path | None:
     raise SourceError("this vLLM is a local build: name its checkout with --source")
 
 
-def _tests_root(options: argparse.Namespace, version: str) -> Path:
-    checkout = _checkout(options)
+def _tests_root(checkout: Path | None, version: str, index: str | None) -> Path:
     if checkout is not None:
         return checkout_tests(checkout)
-    return fetch_tests(version, endpoint=options.index)
+    return fetch_tests(version, endpoint=index)
 
 
-def _expected_file(options: argparse.Namespace, version: str) -> Path:
+def _expected_file(options: argparse.Namespace, version: str, checkout: Path | None) -> Path:
     if options.expected:
         return Path(options.expected)
-    if _checkout(options):  # a checkout is held to the release it is driven as
+    if checkout:  # a checkout is held to the release it is driven as
         from matrix.releases import nearest_release
 
         return expected_path(f"{nearest_release(version)}.0")
@@ -224,17 +221,19 @@ def main(options: argparse.Namespace) -> int:
     extra = [a for a in options.pytest_args if a != "--"]
     try:
         variant = resolve_variant(options.upstream_variant) if options.upstream_variant else None
-        root = _tests_root(options, version)
-        where = _expected_file(options, version)
+        checkout = _checkout(options)
+        root = _tests_root(checkout, version, options.index)
+        source = source_record(root)
+        where = _expected_file(options, version, checkout)
         expected = load_expected(where)
-        paths = tier_paths(expected, options.tier, root, where, drop=bool(_checkout(options)))
+        paths = tier_paths(expected, options.tier, root, where, drop=bool(checkout))
         stem = f"upstream-{version}-{options.tier}"
         record = options.out / f"{stem}.json"
         if options.recorded:
             stock, info = _recorded(record, extra)
         else:
             stock, wall = run_pytest(root, paths, options.workers, extra, None)
-            info = RunInfo(version, options.tier, source_record(root), wall, options.workers)
+            info = RunInfo(version, options.tier, source, wall, options.workers)
         comparison = compare(stock, expected.entries(), paths, complete=not extra)
         _write(options.out, stem, stock_report(info, comparison), _payload(info, stock, extra))
         code = 0 if comparison.ok else 1
@@ -242,7 +241,7 @@ def main(options: argparse.Namespace) -> int:
             results, wall = run_pytest(
                 root, paths, options.workers, extra, options.upstream_variant
             )
-            info = RunInfo(version, options.tier, source_record(root), wall, options.workers)
+            info = RunInfo(version, options.tier, source, wall, options.workers)
             changed = changes(stock, results)
             lines = variant_report(info, variant.name, changed, results)
             _write(

@@ -21,10 +21,9 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+from matrix.case.shipped import PATCHES
 from matrix.tools.devsource import SourceError, install
 from matrix.upstream.source import MARKER, cache_root, fetch_tree
-
-PATCHES = Path(__file__).resolve().parents[2] / "docs" / "findings" / "patches"
 
 
 def patch_path(version: str) -> Path:
@@ -80,8 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     """The command line: makes the patched tree and installs it; returns the exit code."""
     import argparse
 
-    from matrix.upstream.source import SourceError as ArchiveError
-
     parser = argparse.ArgumentParser(prog="python -m matrix.upstream.patched", description=__doc__)
     parser.add_argument("version", help="the release, e.g. 0.33.0")
     parser.add_argument("--patch", type=Path, help="default: docs/findings/patches/vllm-X.patch")
@@ -91,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tree = patched_tree(options.version, patch)
         version = install(tree, options.site)
-    except (SourceError, ArchiveError) as error:
+    except SourceError as error:
         print(f"matrix patched: {error}", file=sys.stderr)
         return 2
     print(f"matrix patched: vLLM {version} from {tree} ({patch.name} applied)")

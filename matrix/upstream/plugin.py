@@ -2,7 +2,7 @@
 (``-p matrix.upstream.plugin``): it records every test's outcome, and with
 ``--upstream-variant NAME`` applies a matrix variant to every scheduler the tests build.
 
-The variant goes through the code the harness uses: the installed release's adapter (selected
+The variant goes through the code the harness uses: the installed release's adapter class (chosen
 and probed as for a case) wraps each new scheduler in its handle, and the variant's ``apply``
 installs its reservation on that instance, at the end of ``Scheduler.__init__`` (the class's
 constructor is wrapped for this process only; ``AsyncScheduler`` and other subclasses call it).
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -52,13 +51,11 @@ def install_variant(variant: Any) -> Callable[[], None]:
     puts the scheduler's own constructor back."""
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    from matrix.adapters.selection import select_adapter
+    from matrix.adapters.selection import adapter_class
 
-    # Selecting an adapter quiets vLLM's loggers for the harness; vLLM's tests read its logs.
-    levels = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
-    handle_type = type(select_adapter()).handle_type  # type: ignore[attr-defined]
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
+    # The class only: vLLM's tests have set vLLM up (the harness's start-up settings, its
+    # quiet loggers among them, stay out of their process).
+    handle_type = adapter_class().handle_type
     construct = Scheduler.__init__
 
     @functools.wraps(construct)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from matrix.case.shipped import ENGINE_CONFIGS
 from matrix.installed import cache_base
+from matrix.tools.devsource import SourceError
 
 if TYPE_CHECKING:  # the index client is installed in the upstream envs only
     from pypi_simple import DistributionPackage
@@ -35,10 +36,6 @@ MARKER = ".matrix-source.json"  # written last: a folder without it is an unfini
 UNPACKED = ("tests/", "pyproject.toml")  # what of the archive the tests need
 TREE = ("vllm/", *UNPACKED)  # the release's Python source beside them
 HUB_REVISION = "matrix"  # the snapshot name the offline cache's refs/main points to
-
-
-class SourceError(Exception):
-    """The tests cannot be had; the message is one line."""
 
 
 def cache_root() -> Path:

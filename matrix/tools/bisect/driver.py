@@ -25,12 +25,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from matrix.case.shipped import PACKAGE, shipped_cases
+from matrix.case.shipped import FINDINGS, shipped_cases
 from matrix.installed import cache_base, git
 from matrix.tools.bisect.step import Judged, Request, judge_commits, mark_of, recorded
 from matrix.tools.bisect.verdict import SelectionError, describe, load, select_cells
 
-FINDINGS = PACKAGE.parent / "docs" / "findings"  # in a clone of this repository
 FOUND = re.compile(r"^([0-9a-f]{40}) is the first changed commit", re.M)
 ONLY_SKIPPED = re.compile(r"could be any of:\n((?:[0-9a-f]{40}\n?)+)")
 
@@ -81,13 +80,13 @@ def _commit(source: Path, ref: str) -> str:
     return commit
 
 
-def _git(tree: Path, *args: str, capture: bool = True) -> str:
+def _git(tree: Path, *args: str) -> str:
     done = subprocess.run(
-        ["git", "-C", str(tree), *args], capture_output=capture, text=True, check=False
+        ["git", "-C", str(tree), *args], capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
-        raise BisectError(f"git {' '.join(args)}: {(done.stderr or '').strip()}")
-    return done.stdout or ""
+        raise BisectError(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
 
 
 @contextmanager
@@ -100,7 +99,6 @@ def scratch_worktree(source: Path, tree: Path, commit: str) -> Iterator[Path]:
     finally:
         git(tree, "bisect", "reset")
         git(source, "worktree", "remove", "--force", str(tree))
-        git(source, "worktree", "prune")
 
 
 @contextmanager
