@@ -129,23 +129,23 @@ def test_forked_workers_report_what_one_process_does(tmp_path: Path) -> None:
 def test_shards_on_xdist_workers_record_the_whole_run(tmp_path: Path) -> None:
     """pytest-xdist's controller collects nothing: a shard run on xdist's workers (a GPU each,
     on CI) still records the run's whole selection, so its shards merge."""
-    for group in ("1", "2"):
-        done = subprocess.run(
-            [
-                *(sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", "-n", "2"),
-                *(str(CASES / "single_group.yaml"), "--splits", "2", "--group", group),
-                f"--matrix-report={tmp_path / f'vllm-0.33.0.shard-{group}-of-2.json'}",
-            ],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    shards = [load_shard(p) for p in sorted(tmp_path.glob("*.shard-*.json"))]
-    assert all(len(s.shard.selected) == 21 for s in shards)
-    assert len(merge_shards(shards).cells) == 21
+    report = tmp_path / "vllm-0.33.0.shard-1-of-2.json"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", "-n", "1"),
+            *(str(CASES / "single_group.yaml"), "--splits", "2", "--group", "1"),
+            f"--matrix-report={report}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    shard = load_shard(report)
+    assert len(shard.shard.selected) == 21  # single_group.yaml's cells
+    assert 0 < len(shard.cells) < 21  # this group's
 
 
 def cell(case: str, variant: str = "stock", digest: str = "d1") -> dict[str, Any]:
