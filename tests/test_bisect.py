@@ -135,17 +135,21 @@ time.sleep(600)
 """
 
 
-def processes(marker: str) -> list[int]:
-    """The live processes whose command line names ``marker``, now."""
+def processes(*markers: str) -> list[int]:
+    """The live processes whose command line names every one of ``markers``, now."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
             alive = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-            if proc.name.isdigit() and alive and marker in (proc / "cmdline").read_text():
+            line = (proc / "cmdline").read_text() if proc.name.isdigit() and alive else ""
+            if line and all(marker in line for marker in markers):
                 found.append(int(proc.name))
         except (OSError, IndexError):  # not a process, or ended meanwhile
             continue
     return found
+
+
+CASE_PROCESS = "matrix.tools.bisect.verdict"  # the module a commit's case runs in
 
 
 def running(marker: str) -> list[int]:
@@ -233,8 +237,10 @@ def test_a_signal_ends_the_command_its_steps_and_its_worktrees(
     with subprocess.Popen(
         command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
     ) as bisect:
-        for _ in range(1200):  # until v0.33.0's hanging case runs (a bound, not a timing)
-            if processes(str(temporary)) or bisect.poll() is not None:
+        # Until a commit's case runs (a bound, not a timing); not merely a process in the
+        # scratch folder, such as git adding a worktree, whose own children outlive a kill.
+        for _ in range(1200):
+            if processes(str(temporary), CASE_PROCESS) or bisect.poll() is not None:
                 break
             time.sleep(0.1)
         assert bisect.poll() is None, "the command ended before its case ran"
