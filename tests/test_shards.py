@@ -80,6 +80,20 @@ def test_three_shards_merged_are_one_run(inline: pytest.Pytester) -> None:
     assert any(f["severity"] != "none" and f["failing_pools"] for f in properties)
 
 
+def run_module(folder: Path, module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m module args`` in ``folder``, which must succeed (its output's end if not)."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
 @needs_vllm
 @pytest.mark.slow
 @pytest.mark.once
@@ -89,18 +103,17 @@ def test_forked_workers_report_what_one_process_does(tmp_path: Path) -> None:
     reports, outputs, junit = {}, {}, {}
     for workers in ("2", "0"):
         junit[workers] = tmp_path / f"junit-{workers}.xml"
-        done = subprocess.run(
-            [
-                *(sys.executable, "-m", "matrix", "run", "--", "-k", "single_group"),
-                *("-n", workers, f"--junitxml={junit[workers]}"),
-            ],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
+        done = run_module(
+            tmp_path,
+            "matrix",
+            "run",
+            "--",
+            "-k",
+            "single_group",
+            "-n",
+            workers,
+            f"--junitxml={junit[workers]}",
         )
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert done.stdout.count("matrix: imported in") == 1
         outputs[workers] = done.stdout
         written = (tmp_path / "reports").rglob("*")
@@ -130,19 +143,21 @@ def test_shards_on_xdist_workers_record_the_whole_run(tmp_path: Path) -> None:
     """pytest-xdist's controller collects nothing: a shard run on xdist's workers (a GPU each,
     on CI) still records the run's whole selection, so its shards merge."""
     report = tmp_path / "vllm-0.33.0.shard-1-of-2.json"
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", "-n", "1"),
-            *(str(CASES / "single_group.yaml"), "--splits", "2", "--group", "1"),
-            f"--matrix-report={report}",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    run_module(
+        tmp_path,
+        "pytest",
+        "-p",
+        "no:randomly",
+        "-q",
+        "-n",
+        "1",
+        str(CASES / "single_group.yaml"),
+        "--splits",
+        "2",
+        "--group",
+        "1",
+        f"--matrix-report={report}",
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     shard = load_shard(report)
     assert len(shard.shard.selected) == 21  # single_group.yaml's cells
     assert 0 < len(shard.cells) < 21  # this group's
