@@ -7,7 +7,7 @@ import pytest
 
 from tests.helpers import HAVE_VLLM, WriteCase, verdict_of
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.cpu"]
 # Malformed case files that tests feed to the loader; never cases of this suite's own run
 # (a folder named on the command line collects the case files under it).
 collect_ignore = ["corpus"]

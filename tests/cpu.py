@@ -1,0 +1,67 @@
+"""What each test costs in CPU time, its own process's and its finished children's together (a
+test that starts interpreters pays their imports): ``--cpu-top N`` lists the N dearest at the
+end, and ``--cpu-log FILE`` appends one JSON line per test (forked workers each write theirs).
+
+CPU time, not wall time: on a shared machine a test's wall time says how busy the machine
+was, its CPU time what the test itself did. Nothing here fails a test: the suite's budget is
+a figure to read (DEVELOPERS.md: speed goals are benchmarks, not timed tests)."""
+
+from __future__ import annotations
+
+import json
+import resource
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+BUDGET = 10.0  # seconds of CPU one test may take in CI (the figure the summary flags)
+costs_key = pytest.StashKey[dict[str, float]]()
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time and its waited-for children's, user and system."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cpu", "CPU time per test")
+    group.addoption("--cpu-top", type=int, default=0, metavar="N", help="list the N dearest")
+    group.addoption("--cpu-log", default=None, metavar="FILE", help="append a JSON line a test")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[costs_key] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    began = cpu_seconds()
+    try:
+        return (yield)
+    finally:
+        cost = cpu_seconds() - began
+        item.config.stash[costs_key][item.nodeid] = cost
+        log = item.config.getoption("cpu_log")
+        if log:
+            with Path(log).open("a", encoding="utf-8") as out:
+                out.write(json.dumps({"test": item.nodeid, "cpu": round(cost, 2)}) + "\n")
+
+
+def dearest(costs: dict[str, float], count: int) -> list[str]:
+    """The ``count`` dearest tests, one line each, those over the budget marked."""
+    ranked = sorted(costs.items(), key=lambda pair: -pair[1])[:count]
+    return [f"{cost:7.2f} s{' !' if cost > BUDGET else '  '} {test}" for test, cost in ranked]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    count = terminalreporter.config.getoption("cpu_top")
+    costs = terminalreporter.config.stash[costs_key]
+    if count and costs:
+        terminalreporter.section(f"dearest {count} tests in CPU time (! over {BUDGET:.0f} s)")
+        for line in dearest(costs, count):
+            terminalreporter.write_line(line)
