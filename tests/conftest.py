@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import HAVE_VLLM, WriteCase, verdict_of
+from tests.helpers import HAVE_VLLM, NO_VLLM, XDIST_RUN, WriteCase, verdict_of
 
 pytest_plugins = ["pytester", "tests.cpu"]
 # Malformed case files that tests feed to the loader; never cases of this suite's own run
@@ -72,7 +74,7 @@ def pictures_on(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def adapter() -> Any:
     if not HAVE_VLLM:
-        pytest.skip("vLLM is not installed")
+        pytest.skip(NO_VLLM)
     from matrix.adapters.selection import select_adapter
 
     return select_adapter()
@@ -93,6 +95,28 @@ def warm_vllm(adapter: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
                 verdict_of(adapter, cell)
 
 
+@pytest.fixture(scope="session")
+def xdist_shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of :data:`XDIST_RUN` on one xdist worker, for the tests that read it. xdist
+    starts its workers as fresh interpreters, each importing vLLM again (seconds): one run is
+    shared rather than one a test."""
+    if not HAVE_VLLM:
+        pytest.skip(NO_VLLM)
+    folder = tmp_path_factory.mktemp("xdist")
+    report = folder / "vllm.shard-1-of-2.json"
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "1", *XDIST_RUN]
+    done = subprocess.run(
+        [*command, f"--matrix-report={report}"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return report
+
+
 @pytest.fixture
 def inline(pytester: pytest.Pytester, warm_vllm: None) -> pytest.Pytester:
     """A pytester for ``runpytest_inprocess`` runs of the matrix (a second or so each, where a
@@ -100,16 +124,36 @@ def inline(pytester: pytest.Pytester, warm_vllm: None) -> pytest.Pytester:
     return pytester
 
 
+# Fixtures that bring vLLM: a test using one drives the installed release.
+VLLM_FIXTURES = frozenset({"adapter", "warm_vllm", "inline", "xdist_shard"})
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: a test of many seconds, started first")
     config.addinivalue_line(
         "markers",
-        "once: slow, and the same on every release (pytest and xdist plumbing): the 0.31 "
-        "suite leaves it to the 0.33 one (-m 'not once')",
+        "vllm: drives the installed vLLM (set by needs_vllm and the vLLM fixtures): run on "
+        "every release's env; a test without it is the same on every release and runs on one",
+    )
+    config.addinivalue_line(
+        "markers",
+        "once: drives vLLM, but is the same on every release (pytest and xdist plumbing): the "
+        "0.31 suite leaves it to the 0.33 one",
+    )
+    config.addinivalue_line(
+        "markers",
+        "heavy: starts several interpreters that each import a vLLM of their own (bisect over "
+        "the releases): over CI's budget of a test, run by tox -e heavy",
     )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first: under xdist they then start at once on different workers, and
-    the short ones fill in around them, instead of a slow one starting last."""
+    """Marks the tests that drive vLLM (skipped without it); then the slow ones first: under
+    xdist they start at once on different workers, and the short ones fill in around them,
+    instead of a slow one starting last."""
+    for item in items:
+        if VLLM_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker("vllm")
+        if not HAVE_VLLM and item.get_closest_marker("vllm"):
+            item.add_marker(pytest.mark.skip(reason=NO_VLLM))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import io
+import os
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -15,7 +21,10 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "cases"
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
-needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason="vLLM is not installed (use tox -e tests)")
+# A test that drives vLLM: skipped without it, and run on each release's env (tests/conftest.py
+# marks the tests using the vLLM fixtures alike; the rest run on one release only).
+needs_vllm = pytest.mark.vllm
+NO_VLLM = "vLLM is not installed (use tox -e tests)"
 
 
 # A small two-group case the plugin and variant tests run end to end (6 cells, a few seconds).
@@ -31,6 +40,22 @@ requests:
   - {id: a, prompt: 16}
 expect: {none: fail, original: fail}
 """
+
+# Shipped cases of every kind: one group, two, Mamba, an engine scenario, a described model.
+SUBSET = (
+    "single_group.yaml",
+    "mamba_align.yaml",
+    "async_two_loads.yaml",
+    "model_llama-4-scout.yaml",
+)
+# The suite's one pytest-xdist run (the ``xdist_shard`` fixture): a shard of those cases'
+# cells under two variants.
+XDIST_VARIANTS = ("stock", "none")
+XDIST_RUN = (
+    *(str(CASES / name) for name in SUBSET),
+    *("-m", " or ".join(XDIST_VARIANTS)),
+    *("--splits=2", "--group=1"),
+)
 
 
 class WriteCase(Protocol):
@@ -65,3 +90,47 @@ def shipped_verdict(adapter: Any, cell: Cell) -> Verdict:
     if cell.test_id not in _shipped:
         _shipped[cell.test_id] = verdict_of(adapter, cell)
     return _shipped[cell.test_id]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a forked command ended: its exit code and what it wrote."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def forked_main(args: list[str], cwd: Path) -> Finished:
+    """``python -m matrix ARGS`` in ``cwd``, run in a fork of this process: a process of its
+    own (its exit, its output, what it imports or changes are its own) without a new
+    interpreter's vLLM import, which the test process has paid already (``adapter``)."""
+    from matrix.__main__ import main
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the command, whose output pytest's capture never sees
+            code = 3
+            try:
+                os.chdir(cwd)
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+                sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+                code = main(args)
+            except SystemExit as ended:
+                code = ended.code if isinstance(ended.code, int) else 1
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        texts = []
+        for written in (out, err):
+            written.seek(0)
+            texts.append(written.read().decode(errors="replace"))
+    return Finished(os.waitstatus_to_exitcode(status), *texts)

@@ -353,8 +353,7 @@ def bisected(
 
 
 @needs_vllm
-@pytest.mark.slow
-@pytest.mark.once
+@pytest.mark.heavy
 def test_bisect_finds_where_finding_4_s_runtime_error_first_appears(
     release_history: Path, tmp_path: Path
 ) -> None:
@@ -374,8 +373,7 @@ def test_bisect_finds_where_finding_4_s_runtime_error_first_appears(
 
 
 @needs_vllm
-@pytest.mark.slow
-@pytest.mark.once
+@pytest.mark.heavy
 def test_bisect_finds_where_the_0_31_margin_deadlock_is_gone(
     release_history: Path, tmp_path: Path
 ) -> None:

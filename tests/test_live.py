@@ -25,7 +25,7 @@ from matrix.live.report import (
     write,
 )
 from matrix.run.records import RunTrace, StepRecord
-from tests.helpers import CASES, HAVE_VLLM
+from tests.helpers import CASES, needs_vllm
 
 LIVE_CASES = sorted(CASES.glob("live_*.yaml"))
 
@@ -221,7 +221,7 @@ def test_no_cell_run_with_a_device_fails_but_no_device_does_not() -> None:
     assert exit_status(LiveReport("0.33.0", "", no_device="no GPU")) == 0
 
 
-@pytest.mark.skipif(not HAVE_VLLM, reason="vLLM is not installed (use tox -e tests)")
+@needs_vllm
 def test_without_a_device_the_live_mode_skips_cleanly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,13 +10,14 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from matrix.live.engine_tests import MARKER, run_engine_tests
 from matrix.live.port import PORT_VARIABLE, PortTaken, claim_side_channel_port, port_free
 from matrix.live.session import Options, keyword_filter, session_cells
-from tests.helpers import CASES
+from tests.helpers import CASES, forked_main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +68,11 @@ def test_k_is_pytests_expression() -> None:
     assert keyword_filter("")("anything")
 
 
-def test_one_bad_case_file_among_good_ones_is_one_line(tmp_path: Path) -> None:
+def test_one_bad_case_file_among_good_ones_is_one_line(
+    adapter: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The good files' run is a fork of this process (vLLM imported already); the bad file's
+    alone is a fresh one, which shows it is refused before vLLM is imported."""
     broken = tmp_path / "broken.yaml"
     broken.write_text("name: broken\ngroups: 3\n")
     good = tmp_path / "live_single_group.yaml"
@@ -76,7 +81,9 @@ def test_one_bad_case_file_among_good_ones_is_one_line(tmp_path: Path) -> None:
     assert [cell.test_id for cell in cells] == ["live_single_group-none"]
     assert len(invalid) == 1 and invalid[0].startswith(f"{broken}:")
     report = tmp_path / "live.json"
-    done = _live(str(broken), str(good), "-k", "none", "--matrix-report", str(report))
+    args = ["live", str(broken), str(good), "-k", "none", "--matrix-report", str(report)]
+    monkeypatch.delenv(PORT_VARIABLE, raising=False)  # a port an earlier test claimed here
+    done = forked_main(args, ROOT)
     lines = done.stderr.splitlines()  # then vLLM's own warnings, where a device runs the cell
     assert lines[0].startswith(f"{broken}:") and sum(str(broken) in line for line in lines) == 1
     assert done.returncode == 1  # the good cases ran (or were skipped without a device)

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
-import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from matrix.case.expansion import cells_from_file
-from tests.helpers import CASES, TWO_GROUP_CASE, needs_vllm, replaced, shipped_verdict
+from tests.helpers import (
+    CASES,
+    TWO_GROUP_CASE,
+    XDIST_RUN,
+    needs_vllm,
+    replaced,
+    shipped_verdict,
+)
 
 pytestmark = needs_vllm
 
@@ -88,35 +95,16 @@ def test_last_failed_reruns_only_the_failure(project: pytest.Pytester) -> None:
     project.runpytest_inprocess("--lf").assert_outcomes(failed=1)  # the 6 passing cells are not run
 
 
-# Shipped cases of every kind: one group, two, Mamba, an engine scenario, a described model.
-SUBSET = (
-    "single_group.yaml",
-    "mamba_align.yaml",
-    "async_two_loads.yaml",
-    "model_llama-4-scout.yaml",
-)
-
-
-@pytest.mark.slow
 @pytest.mark.once
-def test_xdist_gives_the_same_cells(inline: pytest.Pytester) -> None:
+def test_xdist_gives_the_same_cells(inline: pytest.Pytester, xdist_shard: Path) -> None:
     """Under xdist the controller's tables and report hold exactly the cells of a serial run:
     every cell crossed from a worker's process as a report property. (One worker: each
     imports vLLM, seconds of the suite's budget, and more would merge the same way.)"""
-    inline.makefile(".ini", pytest=INI)
-    (inline.path / "cases").mkdir()
-    for name in SUBSET:
-        shutil.copy(CASES / name, inline.path / "cases" / name)
-    shutil.copytree(CASES / "models", inline.path / "cases" / "models")
-    serial = inline.runpytest_inprocess("-p", "no:cacheprovider", "--matrix-report=serial.json")
+    serial = inline.runpytest_inprocess(*XDIST_RUN, "--matrix-report=serial.json")
     assert serial.ret == 0
-    parallel = inline.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-n", "1", "--matrix-report=parallel.json"
-    )
-    assert parallel.ret == 0, parallel.stdout.str()[-3000:]
-    reports = [json.loads((inline.path / f"{n}.json").read_text()) for n in ("serial", "parallel")]
+    reports = [json.loads(p.read_text()) for p in (inline.path / "serial.json", xdist_shard)]
     assert reports[0] == reports[1]
-    assert len(reports[0]["cells"]) == 98
+    assert 0 < len(reports[0]["cells"]) < len(reports[0]["shard"]["selected"])
 
 
 TABLE_FILES = (

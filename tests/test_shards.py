@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
@@ -15,13 +13,14 @@ from typing import Any
 import pytest
 
 from matrix.__main__ import main
+from matrix.case.expansion import cells_from_file
 from matrix.report.info import run_info
 from matrix.report.merge import MergeError, load_shard, merge_shards
 from matrix.runner.plan import PlanError, plan_run
-from tests.helpers import CASES, needs_vllm
+from tests.helpers import CASES, SUBSET, XDIST_VARIANTS, forked_main, needs_vllm
 
 INI = "[pytest]\nmatrix_cases = cases\n"
-SUBSET = ("single_group.yaml", "multiple_groups.yaml", "mamba_align.yaml")
+SHARDED = ("single_group.yaml", "mamba_align.yaml")  # one group and Mamba: 35 cells
 
 
 def without_digest(path: Path) -> dict[str, Any]:
@@ -34,7 +33,7 @@ def without_digest(path: Path) -> dict[str, Any]:
 def test_three_shards_merged_are_one_run(inline: pytest.Pytester) -> None:
     inline.makefile(".ini", pytest=INI)
     (inline.path / "cases").mkdir()
-    for name in SUBSET:
+    for name in SHARDED:
         shutil.copy(CASES / name, inline.path / "cases" / name)
     common = ("-p", "no:cacheprovider")
     # The Markdown under the name the merge gives it: its pictures' folder is named after it.
@@ -80,40 +79,18 @@ def test_three_shards_merged_are_one_run(inline: pytest.Pytester) -> None:
     assert any(f["severity"] != "none" and f["failing_pools"] for f in properties)
 
 
-def run_module(folder: Path, module: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m module args`` in ``folder``, which must succeed (its output's end if not)."""
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done
-
-
 @needs_vllm
-@pytest.mark.slow
 @pytest.mark.once
-def test_forked_workers_report_what_one_process_does(tmp_path: Path) -> None:
+def test_forked_workers_report_what_one_process_does(adapter: Any, tmp_path: Path) -> None:
     """``matrix run`` with two workers forked after one import of vLLM, against one process:
-    the same report, field by field, and the same Markdown."""
+    the same report, field by field, and the same Markdown. Each command runs in a fork of
+    this process, which has imported vLLM: the command imports nothing again."""
     reports, outputs, junit = {}, {}, {}
     for workers in ("2", "0"):
         junit[workers] = tmp_path / f"junit-{workers}.xml"
-        done = run_module(
-            tmp_path,
-            "matrix",
-            "run",
-            "--",
-            "-k",
-            "single_group",
-            "-n",
-            workers,
-            f"--junitxml={junit[workers]}",
-        )
+        args = ["run", "--", "-k", "single_group", "-n", workers]
+        done = forked_main([*args, f"--junitxml={junit[workers]}"], tmp_path)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert done.stdout.count("matrix: imported in") == 1
         outputs[workers] = done.stdout
         written = (tmp_path / "reports").rglob("*")
@@ -137,30 +114,15 @@ def test_forked_workers_report_what_one_process_does(tmp_path: Path) -> None:
 
 
 @needs_vllm
-@pytest.mark.slow
 @pytest.mark.once
-def test_shards_on_xdist_workers_record_the_whole_run(tmp_path: Path) -> None:
+def test_shards_on_xdist_workers_record_the_whole_run(xdist_shard: Path) -> None:
     """pytest-xdist's controller collects nothing: a shard run on xdist's workers (a GPU each,
     on CI) still records the run's whole selection, so its shards merge."""
-    report = tmp_path / "vllm-0.33.0.shard-1-of-2.json"
-    run_module(
-        tmp_path,
-        "pytest",
-        "-p",
-        "no:randomly",
-        "-q",
-        "-n",
-        "1",
-        str(CASES / "single_group.yaml"),
-        "--splits",
-        "2",
-        "--group",
-        "1",
-        f"--matrix-report={report}",
-    )
-    shard = load_shard(report)
-    assert len(shard.shard.selected) == 21  # single_group.yaml's cells
-    assert 0 < len(shard.cells) < 21  # this group's
+    shard = load_shard(xdist_shard)
+    cells = [cell for name in SUBSET for cell in cells_from_file(CASES / name)]
+    chosen = [cell for cell in cells if cell.variant in XDIST_VARIANTS]
+    assert len(shard.shard.selected) == len(chosen)
+    assert 0 < len(shard.cells) < len(shard.shard.selected)  # this group's
 
 
 def cell(case: str, variant: str = "stock", digest: str = "d1") -> dict[str, Any]:
