@@ -257,9 +257,10 @@ def test_merge_says_what_is_wrong_with_a_file_in_one_line(
     assert main(["merge", str(tmp_path / "whole.json")]) == 2
     assert main(["merge", str(tmp_path / "nothing")]) == 2
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("matrix merge: refused: ") and "not a JSON report" in lines[0]
+    assert lines[0].startswith("matrix merge: refused: ")
+    assert "broken.json:1: the JSON ends before it is complete" in lines[0]
     assert "not a shard report" in lines[1] and "--splits N --group K" in lines[1]
-    assert lines[2].endswith("nothing: no such file")
+    assert lines[2].endswith("nothing:1: cannot read: No such file or directory")
     assert len(lines) == 3
 
 
