@@ -300,6 +300,11 @@ def test_several_visible_gpus_keep_xdist_workers() -> None:
         (["--splits", "3"], "go together"),
         (["--splits", "3", "--group", "4"], "one of 1 ... 3"),
         (["-n", "many"], "a number of workers"),
+        (["-n", "-1"], "-n -1: a number of workers from 0 .this process alone. to 256"),
+        (["-n", "100000"], "-n 100000: a number of workers"),
+        (["--splits", "0", "--group", "1"], "--splits 0: a number of shards from 1 to 1024"),
+        (["--splits", "1000000000", "--group", "1"], "--splits 1000000000: a number of shards"),
+        (["--splits", "x", "--group", "1"], "argument --splits: invalid int value: 'x'"),
     ],
 )
 def test_arguments_the_plan_cannot_honour(args: list[str], message: str) -> None:
