@@ -96,21 +96,29 @@ def test_every_name_a_report_gives_is_checked_as_what_it_claims_to_be(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_model_name_that_climbs_stays_a_picture_name_inside_the_folder(
+def test_names_that_climb_stay_picture_names_inside_the_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A model is a case's ``model:``, a path as often as not: its picture's name is made of
-    it, and stays in the pictures folder."""
+    """A model is a case's ``model:``, a path as often as not, and an axis label any text:
+    the pictures' names are made of them (a model's strip, a failing cell's steps), and stay
+    in the pictures folder."""
     monkeypatch.delenv("MATRIX_PICTURES")
     pytest.importorskip("matplotlib")
-    model = "../../../../../victim/config.json"
-    shard(tmp_path / "shards", [{**cell("a"), "model": model}, cell("b")])
+    model, case = "../../../../../victim/config.json", "a[k=../../../../victim/x]"
+    steps = {"pool": 4, "groups": ["g"], "requests": ["r"], "steps": ["3:0", "2:1"], "marks": []}
+    failing = {"observed": "fail", "kind": "stall", "as_expected": False, "failing_pools": [4]}
+    cells = [
+        {**cell(case), **failing, "model": model, "steps": [{**steps, "stopped": "stuck"}]},
+        cell("b"),
+    ]
+    selected = {"group": 1, "splits": 1, "selected": [f"{case}-stock", "b-stock"]}
+    shard(tmp_path / "shards", cells, shard=selected)
     status, _ = merge(capsys, tmp_path / "shards", "--out", tmp_path / "out")
-    assert status == 0
+    assert status == 1  # the failing cell was expected to pass
+    pictures = tmp_path / "out" / "vllm-0.33.0"
     written = files_under(tmp_path / "out")
-    assert (
-        tmp_path / "out" / "vllm-0.33.0" / "pools-.._.._.._.._.._victim_config.json.svg" in written
-    )
+    assert pictures / "pools-.._.._.._.._.._victim_config.json.svg" in written
+    assert pictures / "cells" / "a_k=.._.._.._.._victim_x-stock.svg" in written
     assert files_under(tmp_path) == written | files_under(tmp_path / "shards")
 
 
