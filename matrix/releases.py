@@ -71,3 +71,21 @@ def release_label(version: str) -> str:
     if release_key(version) == release_key(release):
         return version
     return f"{version} (unknown release, driven by the {release} adapter)"
+
+
+# A vLLM version as its packages and checkouts state it (PEP 440's forms vLLM uses): 0.33.0,
+# 0.32.0rc1, 0.10.1.1, 0.6.4.post1, 0.34.0.dev12+g1a2b3c.cpu.
+VERSION = re.compile(
+    r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[A-Za-z0-9]+([._-][A-Za-z0-9]+)*)?"
+)
+
+
+def label_problem(label: str) -> str | None:
+    """Why ``label`` is not what :func:`release_label` writes for a vLLM version (a version,
+    and for a release the matrix does not know its adapter's words), or None."""
+    version = label.split(" ", 1)[0]
+    if VERSION.fullmatch(version) is None:
+        return f"{label[:60]!r} is not a vLLM version (such as 0.33.0 or 0.34.0.dev1+g1a2b3c)"
+    if release_label(version) != label:
+        return f"{label[:80]!r} is not how a report names vLLM {version}"
+    return None

@@ -17,7 +17,18 @@ import pytest
 
 from matrix.__main__ import main
 from matrix.case.expansion import cells_from_file
-from matrix.case.limits import LIMITS, MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
+from matrix.case.limits import (
+    LIMITS,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_HEAD_SIZE,
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_REPORT_BYTES,
+    MAX_SPLITS,
+    MAX_VALUES,
+    MAX_WORKERS,
+)
 from matrix.variant_names import VARIANT_NAMES
 from tests.helpers import REPO, needs_vllm, replaced, verdict_of
 
@@ -189,7 +200,8 @@ def test_every_limit_is_documented() -> None:
     docs = (REPO / "docs" / "cases.md").read_text()
     for name, (default, ceiling, _) in LIMITS.items():
         assert f"| `{name}` | {default:,} | {ceiling:,} |" in docs
-    for value in (MAX_FILE_BYTES, MAX_VALUES, MAX_DEPTH):
+    bounds = (MAX_FILE_BYTES, MAX_VALUES, MAX_DEPTH, MAX_REPORT_BYTES, MAX_LAYERS, MAX_HEADS)
+    for value in (*bounds, MAX_HEAD_SIZE, MAX_SPLITS, MAX_WORKERS):
         assert f"{value:,}" in docs
 
 

@@ -219,9 +219,10 @@ def test_merge_says_what_is_wrong_with_a_file_in_one_line(
     assert main(["merge", str(tmp_path / "whole.json")]) == 2
     assert main(["merge", str(tmp_path / "nothing")]) == 2
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("matrix merge: refused: ") and "not a JSON report" in lines[0]
+    assert lines[0].startswith("matrix merge: refused: ")
+    assert "broken.json:1: the JSON ends before it is complete" in lines[0]
     assert "not a shard report" in lines[1] and "--splits N --group K" in lines[1]
-    assert lines[2].endswith("nothing: no such file")
+    assert lines[2].endswith("nothing:1: cannot read: No such file or directory")
     assert len(lines) == 3
 
 
@@ -261,6 +262,11 @@ def test_several_visible_gpus_keep_xdist_workers() -> None:
         (["--splits", "3"], "go together"),
         (["--splits", "3", "--group", "4"], "one of 1 ... 3"),
         (["-n", "many"], "a number of workers"),
+        (["-n", "-1"], "-n -1: a number of workers from 0 .this process alone. to 256"),
+        (["-n", "100000"], "-n 100000: a number of workers"),
+        (["--splits", "0", "--group", "1"], "--splits 0: a number of shards from 1 to 1024"),
+        (["--splits", "1000000000", "--group", "1"], "--splits 1000000000: a number of shards"),
+        (["--splits", "x", "--group", "1"], "argument --splits: invalid int value: 'x'"),
     ],
 )
 def test_arguments_the_plan_cannot_honour(args: list[str], message: str) -> None:

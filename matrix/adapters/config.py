@@ -5,7 +5,6 @@ cache, speculative decoding, the NIXL connector), built by vLLM's own config cla
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from vllm.config import (
 
 from matrix.case.format import CaseFile
 from matrix.case.model_paths import ENGINE_CONFIG_DEFAULT, model_directory
+from matrix.case.reading import read_json
 from matrix.frozen import fast_init
 
 
@@ -157,7 +157,8 @@ class _ContextLength:
 
 def _longer_context(settings: EngineSettings) -> _ContextLength | dict[str, Any]:
     path = Path(settings.model_dir) / "config.json"
-    stated = json.loads(path.read_text(encoding="utf-8")).get("max_position_embeddings")
+    data = read_json(path)  # bounded, as every input is read
+    stated = data.get("max_position_embeddings") if isinstance(data, dict) else None
     if isinstance(stated, int) and settings.max_model_len > stated:
         return _ContextLength(settings.max_model_len)
     return {}

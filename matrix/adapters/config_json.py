@@ -21,6 +21,7 @@ from typing import Any
 
 from vllm.config import ModelConfig
 
+from matrix.adapters.model_files import error_line
 from matrix.adapters.registry import architecture_problem, quiet_imports
 from matrix.case.config_json import ConfigDocument, ConfigModel, read_config_json
 from matrix.case.model import LayerKind, MlaRanks, ModelDescription
@@ -107,13 +108,6 @@ def _check_before_reading(model: ConfigModel, document: ConfigDocument) -> None:
             raise document.error((*place, "model_type"), message, ConfigJsonError)
 
 
-def _one_line(error: Exception) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    reasons = [line for line in lines if line.startswith("Value error, ")] or lines[:1]
-    text = reasons[0].removeprefix("Value error, ").split(" [type=")[0] if reasons else ""
-    return text or type(error).__name__
-
-
 @cache
 def _read(model: ConfigModel) -> tuple[ModelConfig, ConfigDocument]:
     document = read_config_json(model.folder / "config.json")
@@ -127,7 +121,7 @@ def _read(model: ConfigModel) -> tuple[ModelConfig, ConfigDocument]:
                 hf_overrides=_text_model,
             )
     except Exception as error:  # vLLM's and transformers' checks: ValueError, their own
-        raise _error(document, (), f"vLLM cannot read it: {_one_line(error)}") from None
+        raise _error(document, (), f"vLLM cannot read it: {error_line(error)}") from None
     return config, document
 
 
@@ -143,7 +137,7 @@ def check_max_model_len(model: ConfigModel, max_model_len: int) -> str | None:
     try:
         config.get_and_verify_max_len(max_model_len)
     except Exception as error:  # vLLM raises ValueError (pydantic's on some releases)
-        return _one_line(error)
+        return error_line(error)
     return None
 
 
@@ -196,7 +190,7 @@ def description(model: ConfigModel) -> tuple[ModelDescription, Any]:
     try:
         described = _described(model, config, document, kinds, mla, window, chunk, attention)
     except ValueError as error:  # pydantic's: the numbers vLLM read break a description rule
-        raise _error(document, (), f"vLLM's numbers: {_one_line(error)}") from None
+        raise _error(document, (), f"vLLM's numbers: {error_line(error)}") from None
     return described, config.hf_config
 
 

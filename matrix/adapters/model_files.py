@@ -141,12 +141,36 @@ def unknown_keys(hf_config: dict[str, Any], architecture: str = "") -> list[tupl
     ]
 
 
-def _one_line(error: Exception) -> str:
-    """transformers' message without its validator headers, on one line."""
-    lines = [line.strip() for line in str(error).splitlines()]
-    kept = [line for line in lines if line and not line.startswith("Class validation error")]
-    text = " ".join(kept) or type(error).__name__
+def error_line(error: Exception) -> str:
+    """What transformers or vLLM raised, on one line, with its reason: pydantic's errors each
+    as ``key: message``, a validator's header (``Validation error for field 'x':``) joined with
+    the reason under it, and the exception's name where the message alone says nothing (a
+    ``KeyError``'s bare ``'X'``, a ``ZeroDivisionError``)."""
+    from pydantic import ValidationError
+
+    if isinstance(error, ValidationError):
+        text = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) + ': ' if e['loc'] else ''}"
+            f"{e['msg'].removeprefix('Value error, ')}"
+            for e in error.errors(include_url=False)
+        )
+    else:
+        lines = [line.strip() for line in str(error).splitlines()]
+        kept = [line for line in lines if line and not line.startswith("Class validation error")]
+        text = " ".join(kept)
+        if not text or isinstance(error, LookupError | ArithmeticError):
+            text = f"{type(error).__name__}: {text}".rstrip(": ")
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _keys_named(hf_config: dict[str, Any], error: Exception, reason: str) -> list[str]:
+    """The hf_config keys a refusal names: by name in its reason, or, for a ``KeyError``, the
+    key whose value holds what was looked up (a pattern's unknown character)."""
+    named = [key for key in hf_config if re.search(rf"\b{re.escape(key)}\b", reason)]
+    if not named and isinstance(error, KeyError) and error.args:
+        missing = str(error.args[0])
+        named = [key for key, value in hf_config.items() if missing in str(value)]
+    return named
 
 
 def hf_config_of(hf_config: dict[str, Any]) -> Any:
@@ -158,8 +182,8 @@ def hf_config_of(hf_config: dict[str, Any]) -> Any:
     try:
         return AutoConfig.for_model(**hf_config)
     except Exception as error:  # transformers' checks raise ValueError, TypeError, its own
-        reason = _one_line(error)
-        named = [key for key in hf_config if re.search(rf"\b{re.escape(key)}\b", reason)]
+        reason = error_line(error)
+        named = _keys_named(hf_config, error, reason)
         defaulted = _defaults_it_may_mean(config_type, hf_config, reason)
         hint = f" (at transformers' defaults here: {', '.join(defaulted)})" if defaulted else ""
         raise HfConfigError(

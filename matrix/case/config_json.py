@@ -2,9 +2,11 @@
 the reference a case holds to it (:class:`ConfigModel`).
 
 What a file must say before vLLM reads it is checked here, each problem one line at its key:
-JSON that parses (a truncated file says so), an object, ``architectures`` and ``model_type``
-(and ``text_config.model_type`` for a multimodal model). What vLLM makes of the file (its
-``ModelConfig`` and the layout) is ``matrix.adapters.config_json``'s. Pure: no vLLM here.
+JSON that parses (a truncated file says so; read as every JSON input is, bounded), an object,
+``architectures`` and ``model_type`` (and ``text_config.model_type`` for a multimodal model),
+and the numbers vLLM allocates or divides by (``matrix.case.config_numbers``). What vLLM
+makes of the file (its ``ModelConfig`` and the layout) is ``matrix.adapters.config_json``'s.
+Pure: no vLLM here.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from matrix.case.reading import CaseFileError, LoadedDocument, Location, dotted, read_text
+from matrix.case.config_numbers import number_problem
+from matrix.case.reading import (
+    CaseFileError,
+    LoadedDocument,
+    Location,
+    dotted,
+    parse_json,
+    read_text,
+)
 from matrix.case.strict import Strict
 
 CONFIG_JSON = "config.json"
@@ -89,41 +99,11 @@ def key_lines(path: Path, text: str) -> dict[Location, int]:
     return lines
 
 
-def _open_at_end(text: str) -> bool:
-    """Whether ``text`` ends inside a string, an object or an array (a file cut short)."""
-    depth, index = 0, 0
-    while index < len(text):
-        char = text[index]
-        if char == '"':
-            index += 1
-            while index < len(text) and text[index] != '"':
-                index += 2 if text[index] == "\\" else 1
-            if index >= len(text):
-                return True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-        index += 1
-    return depth > 0
-
-
-def _json_problem(error: json.JSONDecodeError, text: str) -> str:
-    if not text.strip():
-        return "the file is empty"
-    if _open_at_end(text):
-        return f"the JSON ends before it is complete: a truncated file? ({error.msg})"
-    return f"not valid JSON: {error.msg} (column {error.colno})"
-
-
 def read_config_json(path: Path, text: str | None = None) -> ConfigDocument:
     """A config.json's data and lines (``text``: the file's, when the caller has read it);
     raises :class:`CaseFileError` where it is not JSON, or not an object."""
     text = read_text(path) if text is None else text
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise CaseFileError(path, error.lineno, _json_problem(error, text)) from None
+    data = parse_json(path, text)
     lines = key_lines(path, text)  # a duplicate key is refused here, at its second line
     if not isinstance(data, dict):
         raise CaseFileError(
@@ -136,6 +116,10 @@ def _check_keys(document: ConfigDocument) -> str:
     """The file's text architecture; raises :class:`CaseFileError` at the first missing key."""
     data = document.data
     architectures = data.get("architectures")
+    if isinstance(architectures, str):
+        raise document.error(
+            ("architectures",), f'a list of class names: ["{architectures}"], not a string'
+        )
     if not (isinstance(architectures, list) and architectures):
         raise document.error(("architectures",), "needed: the model's class, as vLLM knows it")
     if not all(isinstance(name, str) for name in architectures):
@@ -146,6 +130,10 @@ def _check_keys(document: ConfigDocument) -> str:
             raise document.error(where, "an object of the text model's keys")
         if not isinstance(block.get("model_type"), str):
             raise document.error((*where, "model_type"), "needed: it picks the config class")
+    text_model: Location = ("text_config",) if "text_config" in data else ()
+    problem = number_problem(document.text_config())
+    if problem is not None:
+        raise document.error((*text_model, problem[0]), problem[1])
     return str(architectures[0])
 
 

@@ -10,18 +10,24 @@ from __future__ import annotations
 import copy
 import hashlib
 import itertools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from matrix.case.format import CaseFile, Expectation
+from matrix.case.format import CASE_NAME, CaseFile, Expectation
 from matrix.case.loading import CaseFileError, LoadedDocument, Location, read_document, validate
 from matrix.case.model_paths import MODELS_FOLDER, is_model_file
 from matrix.case.parts import Axis
 from matrix.case.shipped import shipped_cases as shipped_cases
 from matrix.case.when import When, label_of
 from matrix.releases import NEWEST_SHIPPED, RELEASES
-from matrix.variant_names import VARIANT_NAMES, BuiltInVariant
+from matrix.variant_names import VARIANT_ID, VARIANT_NAMES, BuiltInVariant
+
+# The ids expansion gives: a case's, its name and, with axes, ``[axis=label,...]`` (labels are
+# a file's values, so any printable text); a cell's, the case's and its variant's name.
+CASE_ID = re.compile(rf"{CASE_NAME}(\[[^\x00-\x1f\x7f]+\])?")
+TEST_ID = re.compile(rf"(?P<case>{CASE_ID.pattern})-(?P<variant>{VARIANT_ID.strip('^$')})")
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ from matrix.case.when import When, check_when
 from matrix.outcomes import FailureKind
 from matrix.variant_names import VARIANT_NAMES, VariantName, known_variants, unknown_variant
 
+# What a case's name may be: it is the start of every id, table row and picture name.
+CASE_NAME = r"[A-Za-z0-9_.-]+"
 Expectation = Literal["pass", "fail", FailureKind]
 ExpectKey = Literal["default"] | VariantName
 
@@ -62,7 +64,7 @@ NAMING_AND_JUDGING = frozenset(
 class CaseFile(Strict):
     """A whole case file, before matrix expansion."""
 
-    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    name: Annotated[str, Field(min_length=1, pattern=f"^{CASE_NAME}$")]
     description: str = ""
     column: str | None = None
     # A model file, its config.json or a description (groups derived), or an engine config

@@ -1,9 +1,11 @@
-"""Every bound on what a case file may ask for, in one place; docs/cases.md gives the reasons.
+"""Every bound on what an input may ask for, in one place; docs/cases.md gives the reasons.
 
 Case files come from contributors and from other repositories' hooks: they are input. Reading
 is bounded before any schema (the file's size, its nesting, what its aliases expand to), and
 the schema bounds what a case makes the harness build and run (pool sizes, tokens, steps,
 cells), so a careless ``pool: 1000000000`` is refused instead of allocating a billion blocks.
+Model files, JSON reports (CI artifacts, possibly from untrusted pull requests) and the run's
+flags are input too: their bounds follow the case's.
 """
 
 from __future__ import annotations
@@ -15,7 +17,22 @@ from typing import NamedTuple
 # a few hundred values nested about seven deep; these leave a wide margin.
 MAX_FILE_BYTES = 1_048_576
 MAX_VALUES = 100_000  # after aliases and merge keys are expanded
-MAX_DEPTH = 32
+MAX_DEPTH = 32  # a JSON file's too (a config.json nests about four, a report five)
+# A JSON report or shard: the 1,757 cells of today's matrix with their pictured steps are
+# 2.7 MB, so this holds a matrix twenty times larger.
+MAX_REPORT_BYTES = 67_108_864
+
+# A model's numbers (a description's keys, a config.json's): vLLM builds a layer object per
+# layer and divides by the head counts, so a careless num_hidden_layers: 1000000000 would
+# allocate a billion layers. The largest real models have about 130 layers and 128 heads.
+MAX_LAYERS = 512
+MAX_HEADS = 1024  # attention heads, and KV heads
+MAX_HEAD_SIZE = 4096
+
+# The run's flags: pytest-split builds every group of ``--splits`` (a shard's workers split it
+# W times finer), and each worker of ``-n`` is a forked process.
+MAX_SPLITS = 1024
+MAX_WORKERS = 256
 
 # What a case builds and runs: name -> (default, the most ``limits: {name: N}`` may raise it
 # to, unit). Sized so real models' layouts fit with a wide margin.

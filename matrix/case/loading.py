@@ -160,9 +160,18 @@ MODEL_FILE = Wording(
 )
 
 
+def _file_key(path: Path) -> tuple[Path, float]:
+    """A model file's cache key: where it is and when it changed (a file that cannot even be
+    looked at gets a key of its own, and its reading says why)."""
+    try:
+        return path.resolve(), path.stat().st_mtime
+    except (OSError, RuntimeError):  # RuntimeError: a loop of links
+        return path, -1.0
+
+
 def read_description(path: Path) -> ModelDescription:
     """A model description file, validated; raises :class:`CaseFileError` at its line."""
-    key = (path.resolve(), path.stat().st_mtime)
+    key = _file_key(path)
     if key not in _descriptions:
         document = read_document(path, "a model file is a mapping (source:, architecture:, ...)")
         try:
@@ -182,7 +191,7 @@ def read_model_file(path: Path) -> ModelDescription | ConfigModel:
     description; raises :class:`CaseFileError` at its line."""
     if path.suffix != ".json":
         return read_description(path)
-    key = (path.resolve(), path.stat().st_mtime)
+    key = _file_key(path)
     if key not in _config_models:
         _config_models[key] = config_model(path)
     return _config_models[key]
@@ -197,7 +206,7 @@ def with_model(payload: Any, case_dir: Path | None, line: int = 1, case: Path | 
         if isinstance(model, str) and case is not None and model_directory(model) is None:
             raise CaseFileError(case, line, f"model: {no_model(model, case_dir)}")
         return payload
-    if not path.is_file():
+    if not path.is_symlink() and not path.exists():  # else the reader says what it is
         where = case or path
         raise CaseFileError(where, line, f"model: no file {model} ({path.resolve()})")
     return {**payload, "described": read_model_file(path)}

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from matrix.case.limits import MAX_HEAD_SIZE, MAX_HEADS, MAX_LAYERS
 from matrix.case.model_rules import check_description
 from matrix.case.strict import Strict
 
@@ -39,11 +40,11 @@ class ModelDescription(Strict):
     source: Annotated[str, Field(min_length=1)]  # the public config.json the numbers are from
     architecture: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]+$")]  # as vLLM's registry knows it
     dtype: Literal["bfloat16", "float16", "float32"]
-    num_layers: Annotated[int, Field(gt=0, le=512)]
+    num_layers: Annotated[int, Field(gt=0, le=MAX_LAYERS)]
     # The kinds of consecutive layers, repeated until num_layers (layer i is pattern[i % len]).
-    layer_pattern: Annotated[list[LayerKind], Field(min_length=1, max_length=512)]
-    num_kv_heads: Annotated[int, Field(gt=0, le=1024)] | None = None
-    head_size: Annotated[int, Field(gt=0, le=4096)] | None = None
+    layer_pattern: Annotated[list[LayerKind], Field(min_length=1, max_length=MAX_LAYERS)]
+    num_kv_heads: Annotated[int, Field(gt=0, le=MAX_HEADS)] | None = None
+    head_size: Annotated[int, Field(gt=0, le=MAX_HEAD_SIZE)] | None = None
     sliding_window: Positive | None = None
     attention_chunk_size: Positive | None = None
     mla: MlaRanks | None = None

@@ -35,6 +35,13 @@ def _is_name(model: str) -> bool:
     return model.replace("-", "").replace("_", "").replace(".", "").isalnum()
 
 
+def _present(path: Path) -> bool:
+    """Whether ``path`` is there as something other than a folder: a file, or a link or a
+    device named like one, which the reader then refuses in its own words (a model file that
+    links to /dev/zero is not "no model")."""
+    return path.is_symlink() or (path.exists() and not path.is_dir())
+
+
 def model_file(model: str, case_dir: Path | None) -> Path | None:
     """The model file (a config.json or a description) a case's ``model:`` names, or None
     for an engine config directory or nothing. A path is returned whether or not it exists,
@@ -44,7 +51,7 @@ def model_file(model: str, case_dir: Path | None) -> Path | None:
     if model.endswith(".json") or model.endswith(DESCRIPTION_SUFFIXES):
         if Path(model).name == model:  # a bare file name: beside the case, else models/
             for folder in [base, *folders, SHIPPED_MODELS]:
-                if (folder / model).is_file():
+                if _present(folder / model):
                     return folder / model
         return base / model
     if not _is_name(model):
@@ -52,7 +59,7 @@ def model_file(model: str, case_dir: Path | None) -> Path | None:
     for folder in [*folders, SHIPPED_MODELS]:
         descriptions = [folder / f"{model}{suffix}" for suffix in DESCRIPTION_SUFFIXES]
         for candidate in (folder / model / CONFIG_JSON, *descriptions):
-            if candidate.is_file():
+            if _present(candidate):
                 return candidate
     return None
 

@@ -1,6 +1,7 @@
 """The rules a model description must keep that span its keys: each layer kind has its numbers,
-a number stated twice (once as a key, once in ``hf_config`` as config.json has it) agrees,
-and the layers add up. Each rule raises :class:`PlacedError` at the key a user would fix, in
+``hf_config``'s numbers are ones vLLM can build (``matrix.case.config_numbers``), a number
+stated twice (once as a key, once in ``hf_config`` as config.json has it) agrees, and the
+layers add up. Each rule raises :class:`PlacedError` at the key a user would fix, in
 the words of a model file. Pure: transformers' and vLLM's view of a file is
 ``matrix.adapters.model_files``.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from matrix.case.config_numbers import heads_problem, number_problem
 from matrix.case.strict import PlacedError
 
 
@@ -65,8 +67,22 @@ def check_description(model: _Described) -> None:
     """Raises :class:`PlacedError` at the first rule ``model`` breaks."""
     _numbers_for_kinds(model)
     _hf_config_needed(model)
+    _hf_numbers(model)
     _stated_twice(model)
     _layer_counts(model)
+
+
+def _hf_numbers(model: _Described) -> None:
+    """hf_config's numbers as a config.json's are checked, and the description's KV heads
+    against hf_config's attention heads."""
+    problem = number_problem(model.hf_config)
+    if problem is not None:
+        raise PlacedError(("hf_config", problem[0]), problem[1])
+    heads = model.hf_config.get("num_attention_heads")
+    if model.num_kv_heads is not None and heads is not None:
+        refused = heads_problem(model.num_kv_heads, heads)
+        if refused is not None:
+            raise PlacedError(("num_kv_heads",), refused)
 
 
 def _numbers_for_kinds(model: _Described) -> None:

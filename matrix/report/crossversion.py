@@ -159,10 +159,14 @@ def main(paths: Sequence[Path], out: Path) -> int:
         print("\n".join(fit_prose(_fidelity_line(result), width)))
         for difference in result.differences:
             print("\n".join(fit_prose(difference, width, indent="    ")))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "cross-version.md").write_text(markdown(reports, results), encoding="utf-8")
-    document = json.dumps(json_document(reports, results), indent=2) + "\n"
-    (out / "cross-version.json").write_text(document, encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "cross-version.md").write_text(markdown(reports, results), encoding="utf-8")
+        document = json.dumps(json_document(reports, results), indent=2) + "\n"
+        (out / "cross-version.json").write_text(document, encoding="utf-8")
+    except OSError as error:  # --out naming a file, a folder it may not write
+        print(f"matrix crossversion: cannot write the report to --out {out}: {error}")
+        return 2
     print(f"\ncross-version report written to {out / 'cross-version.md'} and .json")
     problems = [
         f"every cell of vLLM {r.version} skipped: {r.skipped}"

@@ -108,19 +108,31 @@ def json_report(
     return report
 
 
+def inside(folder: Path, name: str) -> Path:
+    """``folder / name``; ValueError (one line) unless it stays under ``folder``, links
+    resolved: a report's names (its release, a picture's) become file names, and a report may
+    come from anyone's CI."""
+    path = folder / name
+    root = folder.resolve()
+    if not path.resolve().is_relative_to(root) or path.resolve() == root:
+        raise ValueError(f"{name[:80]!r} would be written outside {folder}")
+    return path
+
+
 def write_pictures(folder: Path, cells: Sequence[CellResult], info: RunInfo) -> list[Picture]:
     """Draws every picture into ``folder`` (needs matplotlib); SVG files it had that this
-    report does not draw are removed, so the folder is this report's alone."""
+    report does not draw are removed, so the folder is this report's alone (never a file
+    that resolves outside it)."""
     pictures = planned(cells)
+    paths = [inside(folder, picture.name) for picture in pictures]  # before anything is drawn
     drawn = draw_all(pictures, cells, info.vllm_version or "unknown")
-    written = set()
-    for picture in pictures:
-        path = folder / picture.name
+    for picture, path in zip(pictures, paths, strict=True):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(drawn[picture.name], encoding="utf-8")
-        written.add(path)
+    written = set(paths)
+    root = folder.resolve()
     for stale in folder.rglob("*.svg"):
-        if stale not in written:
+        if stale not in written and stale.resolve().is_relative_to(root):
             stale.unlink()
     return pictures
 

@@ -207,8 +207,12 @@ def main(options: argparse.Namespace) -> int:
     }
     body = issue_body(finding, reports, doc_text, patches)
     out = options.out or Path("reports") / f"finding-{finding.name}.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(body, encoding="utf-8")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(body, encoding="utf-8")
+    except OSError as error:  # --out naming a folder, or a file's folder that is a file
+        print(f"matrix finding: cannot write {out}: {error}", file=sys.stderr)
+        return 2
     print(body)
     print(f"matrix finding: wrote {out}", file=sys.stderr)
     return 0

@@ -10,21 +10,25 @@ other case files; what it returns is exactly what a single run of those cells wo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from matrix.installed import Source
+from matrix.case.expansion import TEST_ID
+from matrix.case.limits import MAX_SPLITS, MAX_WORKERS
 from matrix.judge.result import CellResult
+from matrix.judge.verdict import pool_ranges
 from matrix.report.files import (
     REPORT_SUFFIXES,
     SHARD_FIELD,
     RunInfo,
     Shard,
+    inside,
     print_summary,
     write_report,
 )
+from matrix.report.report_data import ReportError, read_report
 
 SHARD_GLOB = "*.shard-*-of-*.json"  # how `python -m matrix run` names a shard's report
 
@@ -68,34 +72,45 @@ class Merged:
 
 
 def load_shard(path: Path) -> ShardReport:
-    """A shard report; :class:`MergeError` when it is not one."""
+    """A shard report, every field checked (``report_data``); :class:`MergeError` when it is
+    not one."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MergeError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise MergeError(f"{path}: not a JSON report: {error}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise MergeError(f"{path}: not a matrix report (no cells)")
-    shard = data.get(SHARD_FIELD)
+        report = read_report(path)
+    except ReportError as error:
+        raise MergeError(str(error)) from None
+    shard = report.data.get(SHARD_FIELD)
     if not isinstance(shard, dict):
         raise MergeError(
             f"{path}: not a shard report (no '{SHARD_FIELD}' field: run it with "
             "--splits N --group K)"
         )
-    try:
-        source = data.get("source")
-        info = RunInfo(
-            data["vllm_version"],
-            data.get("ships"),
-            data.get("matrix_digest", ""),
-            Source(**source) if source else None,
-        )
-        cells = tuple(CellResult.from_dict(cell) for cell in data["cells"])
-        recorded = Shard(int(shard["group"]), int(shard["splits"]), tuple(shard["selected"]))
-    except (KeyError, TypeError, ValueError) as error:
-        raise MergeError(f"{path}: a malformed shard report: {error!r}") from None
-    return ShardReport(path, info, recorded, cells)
+    return ShardReport(path, report.info, _shard(path, shard), report.cells)
+
+
+def _shard(path: Path, shard: dict[str, Any]) -> Shard:
+    """A report's ``shard`` field: group K of N (at most the finest split a run makes), and
+    the selected cells' ids."""
+    splits, group = (_whole(path, key, shard.get(key)) for key in ("splits", "group"))
+    selected = shard.get("selected")
+    most = MAX_SPLITS * MAX_WORKERS
+    if not 1 <= splits <= most:
+        raise MergeError(f"{path}: shard.splits: {splits:,} groups, not 1 ... {most:,}")
+    if not 1 <= group <= splits:
+        raise MergeError(f"{path}: shard.group: {group:,} of {splits:,}, not 1 ... {splits:,}")
+    if not isinstance(selected, list):
+        raise MergeError(f"{path}: shard.selected: a list of the run's cells' ids")
+    for index, name in enumerate(selected):
+        if not isinstance(name, str) or TEST_ID.fullmatch(name) is None:
+            raise MergeError(
+                f"{path}: shard.selected.{index}: {name!r:.60} is not a cell id (case-variant)"
+            )
+    return Shard(group, splits, tuple(selected))
+
+
+def _whole(path: Path, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MergeError(f"{path}: shard.{key}: {value!r:.40} is not a whole number")
+    return value
 
 
 def shard_paths(paths: Iterable[Path]) -> list[Path]:
@@ -117,9 +132,10 @@ def by_release(reports: Sequence[ShardReport]) -> dict[str, list[ShardReport]]:
     return groups
 
 
-def merge_shards(reports: Sequence[ShardReport]) -> Merged:
+def merge_shards(reports: Sequence[ShardReport], others: Sequence[ShardReport] = ()) -> Merged:
     """One release's shards as a single run's cells; :class:`MergeError` (one line) unless
-    they are groups of one split of the same run, each once, covering every cell."""
+    they are groups of one split of the same run, each once, covering every cell. ``others``
+    are the shards given for other releases: an absent group among them ran another vLLM."""
     merged = combine_shards(reports)
     first = reports[0]
     selected = set(first.shard.selected)
@@ -128,13 +144,25 @@ def merge_shards(reports: Sequence[ShardReport]) -> Merged:
     if missing:
         groups = {report.shard.group for report in reports}
         absent = sorted(set(range(1, first.shard.splits + 1)) - groups)
-        listed = ", ".join(map(str, absent))
-        which = f"group {listed} of {first.shard.splits} absent; " if absent else ""
+        which = f"group {pool_ranges(absent)} of {first.shard.splits} absent; " if absent else ""
         raise MergeError(
             f"{len(missing)} of {len(selected)} cells are in no shard ({which}the first: "
-            f"{missing[0]})"
+            f"{missing[0]}){_elsewhere(first, absent, others)}"
         )
     return merged
+
+
+def _elsewhere(first: ShardReport, absent: Sequence[int], others: Sequence[ShardReport]) -> str:
+    """Where an absent group is a shard of the same split and selection on another vLLM:
+    that shard's release differs, which is what to say, not only that the group is absent."""
+    for other in others:
+        split = (other.shard.splits, other.shard.selected)
+        if split == (first.shard.splits, first.shard.selected) and other.shard.group in absent:
+            return (
+                f": {other.path} is group {other.shard.group}, but ran vLLM "
+                f"{other.info.vllm_version}, not {first.info.vllm_version}"
+            )
+    return ""
 
 
 def combine_shards(reports: Sequence[ShardReport]) -> Merged:
@@ -204,9 +232,18 @@ def main(paths: Sequence[Path], out: Path) -> int:
     if not files:
         print(f"matrix merge: no shard reports in {', '.join(map(str, paths))}")
         return 2
+    if out.exists() and not out.is_dir():
+        print(f"matrix merge: --out {out}: not a folder")
+        return 2
     try:
         loaded = [load_shard(path) for path in files]
-        releases = {key: merge_shards(group) for key, group in by_release(loaded).items()}
+        grouped = by_release(loaded)
+        # The release with most shards first: a shard of its run on another vLLM is named.
+        done = {
+            key: merge_shards(grouped[key], [r for k, g in grouped.items() if k != key for r in g])
+            for key in sorted(grouped, key=lambda key: -len(grouped[key]))
+        }
+        releases = {key: done[key] for key in grouped}
     except MergeError as error:
         print(f"matrix merge: refused: {error}")
         return 2
@@ -215,8 +252,12 @@ def main(paths: Sequence[Path], out: Path) -> int:
         cells = list(merged.cells)
         failed |= print_summary(cells, merged.info) or any(not c.as_expected for c in cells)
         for suffix in REPORT_SUFFIXES:
-            path = out / f"{key}{suffix}"
-            write_report(path, cells, merged.info)
+            try:
+                path = inside(out, f"{key}{suffix}")
+                write_report(path, cells, merged.info)
+            except (OSError, ValueError) as error:  # ValueError: a name leading out of --out
+                print(f"matrix merge: cannot write the report: {error}")
+                return 2
             print(f"matrix report written to {path}")
         print(f"merged {len(merged.shards)} shards, {len(cells)} cells\n")
     return 1 if failed else 0

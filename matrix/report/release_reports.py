@@ -3,23 +3,18 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from matrix.installed import Source
 from matrix.judge.result import CellResult
 from matrix.releases import release_key, release_of
+from matrix.report.report_data import ReportError as ReportError
+from matrix.report.report_data import read_report
 
 # The key of a report written on a vLLM from a checkout or a local wheel (its ``source``):
 # it sits beside the releases, whatever version it states, and never replaces one.
 DEV = "dev"
-
-
-class ReportError(Exception):
-    """A report file that cannot be used; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -57,29 +52,21 @@ def load_reports(paths: Sequence[Path]) -> dict[str, ReleaseReport]:
     files = [f for p in paths for f in (sorted(p.glob("vllm-*.json")) if p.is_dir() else [p])]
     reports: dict[str, ReleaseReport] = {}
     for path in files:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            version = str(data["vllm_version"])
-            cells = tuple(CellResult.from_dict(c) for c in data["cells"])
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ReportError(f"{path}: not a matrix JSON report ({error})") from None
-        if any("failing_pools" not in c for c in data["cells"]):
+        read = read_report(path)  # every field checked, or ReportError naming it
+        if any("failing_pools" not in c for c in read.data["cells"]):
             # Without them the fidelity checks would compare defaults: refuse, not pass.
             raise ReportError(f"{path}: written by an older matrix (no failing_pools); rerun it")
-        source = _source_text(data.get("source"))
+        info = read.info
+        version = str(info.vllm_version)
+        source = info.source.describe() if info.source is not None else ""
         release = DEV if source else release_of(version)
         if release in reports:
             raise ReportError(
                 f"{path}: a second report for {release} (first: {reports[release].path})"
             )
-        digest = str(data.get("matrix_digest", ""))
-        reports[release] = ReleaseReport(release, version, path, cells, digest, source)
+        reports[release] = ReleaseReport(
+            release, version, path, read.cells, info.matrix_digest, source
+        )
     dev = reports.pop(DEV, None)
     ordered = dict(sorted(reports.items(), key=lambda item: release_key(item[0])))
     return {**ordered, DEV: dev} if dev else ordered
-
-
-def _source_text(source: Any) -> str:
-    if not isinstance(source, dict):
-        return ""
-    return Source(**source).describe()

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from matrix.case.limits import MAX_SPLITS, MAX_WORKERS
 from matrix.case.shipped import shipped_cases
 
 MAX_DEFAULT_WORKERS = 4
@@ -53,11 +54,26 @@ class RunPlan:
 
 def _workers(value: str, cpus: int) -> int:
     if value in ("auto", "logical"):
-        return max(1, cpus)
+        return max(1, min(cpus, MAX_WORKERS))
     try:
-        return max(1, int(value))
+        workers = int(value)
     except ValueError:
-        raise PlanError(f"-n {value}: a number of workers, or auto") from None
+        workers = -1
+    if not 0 <= workers <= MAX_WORKERS:
+        raise PlanError(
+            f"-n {value[:40]}: a number of workers from 0 (this process alone) to "
+            f"{MAX_WORKERS}, or auto"
+        )
+    return max(1, workers)
+
+
+def _shard(splits: int, group: int) -> tuple[int, int]:
+    """``--splits N --group K`` as (K, N): N first, so a wrong N is not blamed on K."""
+    if not 1 <= splits <= MAX_SPLITS:
+        raise PlanError(f"--splits {splits}: a number of shards from 1 to {MAX_SPLITS}")
+    if not 1 <= group <= splits:
+        raise PlanError(f"--group {group}: one of 1 ... {splits}")
+    return group, splits
 
 
 def plan_run(
@@ -69,20 +85,19 @@ def plan_run(
     scheduling)."""
     environ = os.environ if environ is None else environ
     cpus = (os.cpu_count() or 1) if cpus is None else cpus
-    reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
     reader.add_argument("-n", "--numprocesses", dest="workers")
     reader.add_argument("--splits", type=int)
     reader.add_argument("--group", type=int)
     reader.add_argument("--matrix-report", action="append", default=[], type=Path)
     reader.add_argument("--junitxml", "--junit-xml", type=Path)
-    known, rest = reader.parse_known_args(list(pytest_args))
+    try:
+        known, rest = reader.parse_known_args(list(pytest_args))
+    except argparse.ArgumentError as error:  # --splits x: one line, not argparse's usage
+        raise PlanError(str(error)) from None
     if (known.splits is None) != (known.group is None):
         raise PlanError("--splits N and --group K go together")
-    shard = None
-    if known.splits is not None:
-        if not 1 <= known.group <= known.splits:
-            raise PlanError(f"--group {known.group}: one of 1 ... {known.splits}")
-        shard = (known.group, known.splits)
+    shard = None if known.splits is None else _shard(known.splits, known.group)
     if "--store-durations" in rest:
         workers = 1  # pytest-split records one process's durations; workers would each write
     elif known.workers is None:
