@@ -19,7 +19,7 @@ from matrix.adapters.model_checks import CaseLayout, ModelFileCheck
 from matrix.case.format import CaseFile
 from matrix.case.reading import CaseFileError
 from matrix.installed import installed_vllm_version
-from matrix.tools.check_store import Question, question
+from matrix.tools.check_store import Question, installed_fingerprint, question
 
 
 @dataclass(frozen=True)
@@ -142,10 +142,10 @@ def import_vllm_saying(command: str, purpose: str) -> None:
     """Imports vLLM (once per process), saying so on stderr, then how long it took."""
     from matrix.runner.forked import import_vllm_once
 
+    kept = "answers kept for the next call" if installed_fingerprint() else "a checkout: not kept"
     # One line, its end written once the import is done (vLLM writes nothing meanwhile).
     print(
-        f"{command}: importing vLLM {installed_vllm_version()} {purpose} (answers then kept "
-        "for the next call) ...",
+        f"{command}: importing vLLM {installed_vllm_version()} {purpose} ({kept}) ...",
         end="",
         file=sys.stderr,
         flush=True,
