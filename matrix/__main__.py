@@ -125,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     cross.add_argument("--out", type=Path, default=REPORTS, help="where to write the report")
     bench = commands.add_parser("bench", help="print speed figures")
     bench.add_argument("--cases", type=Path, default=DEFAULT_CASES)
+    bench.add_argument(
+        "--max-overhead",
+        type=float,
+        metavar="RATIO",
+        help="measure the harness overhead alone; exit 1 above RATIO (CI's guard: 1.35)",
+    )
     from matrix.tools import show_layout
 
     show_layout.add_arguments(
@@ -181,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from matrix.tools import bench as bench_module
 
-    return bench_module.main(options.cases)
+    return bench_module.main(options.cases, options.max_overhead)
 
 
 if __name__ == "__main__":

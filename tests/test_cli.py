@@ -1,4 +1,5 @@
-"""The command line: validate, schema, and the benchmark's minimal loop (not its timings)."""
+"""The command line: validate, schema, the benchmark's minimal loop, and its guard: the
+harness's overhead over that loop, which CI holds under ``bench.GUARD``."""
 
 from __future__ import annotations
 
@@ -70,3 +71,26 @@ def test_benchmark_minimal_loop_runs(adapter: Any) -> None:
     cell = next(c for c in cells_from_file(CASES / "single_group.yaml") if c.test_id == BENCH_CELL)
     # Below the request's fit (7 blocks) it is never admitted; with room it finishes.
     assert direct_loop(cell, [5, 40]) == [False, True]
+
+
+@needs_vllm
+def test_the_harness_overhead_stays_under_its_guard(adapter: Any) -> None:
+    """Issue 34 item 7: a guard, not a goal. Measured here, in the suite's process, where
+    vLLM is imported already, rather than by ``python -m matrix bench --max-overhead`` in tox,
+    which would import it again (seconds) for the same figure."""
+    from matrix.tools.bench import GUARD, bench_cell, guard_line, guarded_overhead
+
+    measured = guarded_overhead(adapter, bench_cell(CASES), GUARD)
+    assert measured.ratio <= GUARD, guard_line(measured, GUARD)
+
+
+def test_the_guard_says_the_ratio_and_the_limit() -> None:
+    from matrix.tools.bench import Overhead, guard_line
+
+    above = Overhead(loop=0.010, fitting=0.0137, cached=0.012, repeats=30)
+    assert guard_line(above, 1.35) == (
+        "bench: harness overhead 1.37x a hand loop measuring the fit (1.20x with it cached), "
+        "CPU time, the least of 30; limit 1.35x: above the limit"
+    )
+    assert guard_line(above, 1.4).endswith("limit 1.40x: ok")
+    assert main(["bench", "--max-overhead", "0"]) == 2

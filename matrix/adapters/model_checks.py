@@ -140,16 +140,26 @@ def _check_mamba_state(
 LAYOUT_KEYS = {"device": ("layout", "device"), "max_model_len": ("max_model_len",)}
 
 
-def case_layout_problem(case: Case) -> tuple[str | None, str | None]:
-    """A model case's derived layout: a problem (the device cannot derive it, a max_model_len
-    the model refuses...) and a warning (``fit_slack`` below the margin's round-up), each a
-    line or None. A release that cannot build the model is the model file's line, not this."""
+@dataclass(frozen=True)
+class CaseLayout:
+    """What the installed vLLM derives of a model case for ``validate``: why it cannot (a
+    ``LayoutError``'s message), or its number of attention groups; neither where the run says
+    why (a release that cannot build the model)."""
+
+    refused: str | None = None
+    attention_groups: int | None = None
+    # The answer turned on a model module that does not import here: another install of the
+    # same release can answer otherwise.
+    depends_on_install: bool = False
+
+
+def derive_case_layout(spec: CaseFile) -> CaseLayout:
+    """A model case's layout as the installed vLLM derives it (imports vLLM)."""
     from matrix.adapters.kv_cache import case_groups
     from matrix.adapters.layout import LayoutError
     from matrix.adapters.protocol import UnsupportedRelease
     from matrix.adapters.selection import select_adapter
 
-    spec = case.definition
     try:
         select_adapter()  # vLLM's start-up switches
         with quiet_imports():
@@ -157,13 +167,32 @@ def case_layout_problem(case: Case) -> tuple[str | None, str | None]:
     except LayoutError as error:
         message = str(error)
         if "does not import here" in message:
-            return None, None
+            return CaseLayout(depends_on_install=True)
+        return CaseLayout(refused=message)
+    except ImportError:
+        return CaseLayout(depends_on_install=True)  # the run says why
+    except (UnsupportedRelease, ValueError):
+        return CaseLayout()  # the run says why
+    return CaseLayout(attention_groups=sum(group.kind != "mamba" for group in groups))
+
+
+def case_layout_problem(
+    case: Case, derived: CaseLayout | None = None
+) -> tuple[str | None, str | None]:
+    """A model case's derived layout (``derived``, else derived here): a problem (the device
+    cannot derive it, a max_model_len the model refuses...) and a warning (``fit_slack`` below
+    the margin's round-up), each a line or None. A release that cannot build the model is the
+    model file's line, not this."""
+    if derived is None:
+        derived = derive_case_layout(case.definition)
+    if derived.refused is not None:
+        message = derived.refused
         key = LAYOUT_KEYS.get(message.split(" ")[0].rstrip(":"), ("model",))
         problem = read_document(case.source).error(key, message)
         return f"{case.source}:{problem.line}: [{case.case_id}] {problem.message}", None
-    except (UnsupportedRelease, ValueError, ImportError):
-        return None, None  # the run says why
-    return None, _fit_slack_warning(case, sum(group.kind != "mamba" for group in groups))
+    if derived.attention_groups is None:
+        return None, None
+    return None, _fit_slack_warning(case, derived.attention_groups)
 
 
 def _fit_slack_warning(case: Case, attention: int) -> str | None:

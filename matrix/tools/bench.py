@@ -1,8 +1,9 @@
-"""``python -m matrix bench``: figures, not pass/fail. Prints the one-off import time, cells per
+"""``python -m matrix bench``: figures, and a guard. Prints the one-off import time, cells per
 second over the shipped cases, and the harness overhead ratio: one cell through the framework
 against the same scenario driven by a minimal hand-written loop, in the same process. The
 framework's extra work is the fit measurement (once per case), a snapshot per step, and the two
-idle steps it waits before calling a run stuck."""
+idle steps it waits before calling a run stuck. ``--max-overhead R`` measures the ratio alone
+and exits 1 above it (the suite holds it at :data:`GUARD`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,10 @@ from matrix.run.cell import run_cell
 from matrix.run.fit import forget_fits
 from matrix.run.pools import pool_sizes
 
+BENCH_FILE = "single_group.yaml"
 BENCH_CELL = "single_group[k=3]-stock"
+REPEATS = 15
+GUARD = 1.35  # the overhead CI fails above (measuring the fit): a guard, not a goal
 
 
 def import_seconds() -> float:
@@ -124,10 +129,91 @@ def framework_cell(adapter: Any, cell: Cell) -> Verdict:
     return judge_run(run_cell(adapter, cell))
 
 
-def main(case_dir: Path) -> int:
-    """Prints the figures; 0."""
+@dataclass(frozen=True)
+class Overhead:
+    """One cell through the framework against the hand loop, CPU seconds, the least of
+    ``repeats`` of each, interleaved."""
+
+    loop: float  # the minimal hand loop
+    fitting: float  # the framework measuring the fit (a case's first cell)
+    cached: float  # the framework with the fit cached (the case's other variants)
+    repeats: int
+
+    @property
+    def ratio(self) -> float:
+        """The overhead guarded: measuring the fit, the larger of the two."""
+        return self.fitting / self.loop
+
+    @property
+    def cached_ratio(self) -> float:
+        """The overhead with the fit cached."""
+        return self.cached / self.loop
+
+    def with_more(self, other: Overhead) -> Overhead:
+        """The least of both measurements, figure by figure: noise only ever adds."""
+        return Overhead(
+            min(self.loop, other.loop),
+            min(self.fitting, other.fitting),
+            min(self.cached, other.cached),
+            self.repeats + other.repeats,
+        )
+
+
+def bench_cell(case_dir: Path) -> Cell:
+    """The cell the overhead is measured on (:data:`BENCH_CELL`)."""
+    cells = cells_from_file(case_dir / BENCH_FILE, shipped_variant(installed_vllm_version()))
+    return next(c for c in cells if c.test_id == BENCH_CELL)
+
+
+def overhead(adapter: Any, cell: Cell, repeats: int = REPEATS) -> Overhead:
+    """The framework's overhead over the hand loop on ``cell``, after one warm-up run."""
+    pools = pool_sizes(cell.case.definition)
+    framework_cell(adapter, cell)  # the config cache and vLLM's lazy imports, warm
+    # CPU time, interleaved, the least of many: the machines are shared, and what other
+    # processes do only ever adds to a measurement of the same deterministic work.
+    cold, warm, direct = [], [], []
+    for _ in range(repeats):
+        forget_fits()
+        cold.append(_cpu_seconds(lambda: framework_cell(adapter, cell)))  # measures the fit
+        # The fit cached, as for a case's other variants.
+        warm.append(_cpu_seconds(lambda: framework_cell(adapter, cell)))
+        direct.append(_cpu_seconds(lambda: direct_loop(cell, pools)))
+    return Overhead(min(direct), min(cold), min(warm), repeats)
+
+
+def guarded_overhead(adapter: Any, cell: Cell, limit: float, rounds: int = 3) -> Overhead:
+    """:func:`overhead`, measured again (up to ``rounds`` times in all) while it is above
+    ``limit``: a busy machine can inflate one round, a slower harness inflates every one."""
+    measured = overhead(adapter, cell)
+    for _ in range(rounds - 1):
+        if measured.ratio <= limit:
+            break
+        measured = measured.with_more(overhead(adapter, cell))
+    return measured
+
+
+def guard_line(measured: Overhead, limit: float) -> str:
+    """The guard's one line: the ratio, the limit, and whether it holds."""
+    verdict = "ok" if measured.ratio <= limit else "above the limit"
+    return (
+        f"bench: harness overhead {measured.ratio:.2f}x a hand loop measuring the fit "
+        f"({measured.cached_ratio:.2f}x with it cached), CPU time, the least of "
+        f"{measured.repeats}; limit {limit:.2f}x: {verdict}"
+    )
+
+
+def main(case_dir: Path, max_overhead: float | None = None) -> int:
+    """Prints the figures; 0. With ``max_overhead``, only the overhead ratio, as a guard: 1
+    when it is above, 2 for a ratio that is no ratio."""
     from matrix.adapters.selection import select_adapter
 
+    if max_overhead is not None and not max_overhead > 0:
+        print(f"matrix bench: --max-overhead {max_overhead}: a ratio above 0 (CI's is {GUARD})")
+        return 2
+    if max_overhead is not None:
+        measured = guarded_overhead(select_adapter(), bench_cell(case_dir), max_overhead)
+        print(guard_line(measured, max_overhead))
+        return 0 if measured.ratio <= max_overhead else 1
     print(f"one-off import (vLLM scheduler + adapter, fresh process): {import_seconds():.2f} s")
     adapter = select_adapter()
     ships = shipped_variant(installed_vllm_version())
@@ -143,25 +229,13 @@ def main(case_dir: Path) -> int:
         f"cells: {len(cells)} ({runs} scheduler runs) in {elapsed:.2f} s = "
         f"{len(cells) / elapsed:.1f} cells/s, {runs / elapsed:.0f} runs/s"
     )
-
-    cell = next(c for c in cells if c.test_id == BENCH_CELL)
-    pools = pool_sizes(cell.case.definition)
-    # CPU time, interleaved, the least of many: the machines are shared, and what other
-    # processes do only ever adds to a measurement of the same deterministic work.
-    repeats = 15
-    cold, warm, direct = [], [], []
-    for _ in range(repeats):
-        forget_fits()
-        cold.append(_cpu_seconds(lambda: framework_cell(adapter, cell)))  # measures the fit
-        # The fit cached, as for a case's other variants.
-        warm.append(_cpu_seconds(lambda: framework_cell(adapter, cell)))
-        direct.append(_cpu_seconds(lambda: direct_loop(cell, pools)))
-    loop, fitting, cached = (min(d) for d in (direct, cold, warm))
+    cell = bench_cell(case_dir)
+    measured = overhead(adapter, cell)
     print(
-        f"{BENCH_CELL} over {len(pools)} pool sizes, CPU time, the least of {repeats}: "
-        f"minimal loop {loop * 1000:.1f} ms; framework {fitting * 1000:.1f} ms measuring the "
-        f"fit (ratio {fitting / loop:.2f}), {cached * 1000:.1f} ms with it cached "
-        f"(ratio {cached / loop:.2f})"
+        f"{BENCH_CELL} over {len(pool_sizes(cell.case.definition))} pool sizes, CPU time, the "
+        f"least of {measured.repeats}: minimal loop {measured.loop * 1000:.1f} ms; framework "
+        f"{measured.fitting * 1000:.1f} ms measuring the fit (ratio {measured.ratio:.2f}), "
+        f"{measured.cached * 1000:.1f} ms with it cached (ratio {measured.cached_ratio:.2f})"
     )
     return 0
 

@@ -1,5 +1,7 @@
 """``python -m matrix show-layout <model>``: the KV cache groups the installed vLLM derives for a
-model (its config.json or a description), as a table or as JSON."""
+model (its config.json or a description), as a table or as JSON. A report is kept per release
+for the model's files and the options (``matrix.tools.check_cache``): asked again, it is
+printed without importing vLLM."""
 
 from __future__ import annotations
 
@@ -112,18 +114,43 @@ def derived(options: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _known_or_derived(
+    options: argparse.Namespace, case: CaseFile, path: Path
+) -> dict[str, Any] | list[CaseFileError]:
+    """The report an earlier call kept for this model file and these options, else the model
+    file's problems or the report vLLM derives now (then kept); raises as :func:`derived`."""
+    from matrix.tools.check_cache import (
+        checked_model_file,
+        import_vllm_saying,
+        keep_report,
+        known_model_check,
+        known_report,
+    )
+
+    report = known_report(case, path)
+    if report is not None:
+        return report
+    known = known_model_check(path)
+    if known is not None and known.errors:
+        return known.errors
+    import_vllm_saying("show-layout", f"to derive {case.model}'s layout")
+    problems = (known or checked_model_file(path)).errors
+    if problems:
+        return problems
+    report = derived(options)
+    keep_report(case, path, report)
+    return report
+
+
 def main(options: argparse.Namespace) -> int:
     """Prints the layout vLLM derives, as a table or JSON; returns the exit code."""
     try:
-        _case(options)  # the options and the model file, before vLLM imports
-        from matrix.adapters.model_checks import check_model_file
-
-        problems = check_model_file(_path(options)).errors
-        for problem in problems:
-            print(problem)
-        if problems:
+        case = _case(options)  # the options and the model file, before vLLM imports
+        report = _known_or_derived(options, case, _path(options))
+        if isinstance(report, list):
+            for problem in report:
+                print(problem)
             return 2
-        report = derived(options)
     except ValidationError as error:
         print(f"matrix show-layout: {_refused(error)}")
         return 2

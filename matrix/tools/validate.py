@@ -7,25 +7,28 @@ those named, and those in a ``models/`` folder of a directory named (whether or 
 uses them) are checked as files, then against transformers and the installed vLLM
 (``matrix.adapters.model_checks``): without importing vLLM where a file's rules allow it (a
 description's architecture against ``matrix.architectures``' records), importing it, with a
-line saying so, where they do not (a config.json, which vLLM reads; a Mamba state; a model
-case's derived layout).
+line saying so and how long it took, where they do not (a config.json, which vLLM reads; a
+Mamba state; a model case's derived layout). What vLLM answered is kept per release
+(``matrix.tools.check_cache``), so an unchanged file checked again does not import it.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from matrix.case.expansion import CASE_SUFFIXES, Case, case_files, cells_from_file
 from matrix.case.loading import CaseFileError, claim_name, read_document, read_model_file
 from matrix.case.model import FitSweep, ModelDescription
 from matrix.case.model_paths import MODELS_FOLDER, is_model_file, model_file, model_files
-from matrix.installed import installed_vllm_version
 from matrix.releases import NEWEST_SHIPPED
 from matrix.run.user_variants import VariantLoadError, run_variants
 from matrix.wording import plural
+
+if TYPE_CHECKING:
+    from matrix.adapters.model_checks import CaseLayout
 
 
 @dataclass
@@ -119,21 +122,18 @@ def _check_models(checked: Checked) -> None:
         for path in readable:
             print(f"{path}: ok, {_kind(path)}")
         return
-    from matrix.adapters.model_checks import check_model_file, needs_vllm
+    from matrix.adapters.model_checks import needs_vllm
+    from matrix.tools.check_cache import checked_model_file, known_model_check
 
-    heavy = [p for p in readable if needs_vllm(p)]
+    known = {path: known_model_check(path) for path in readable}
     cases = _cases_needing_vllm(checked)
-    if heavy or cases:
-        print(
-            f"validate: importing vLLM {installed_vllm_version()} to read "
-            f"{plural(len(heavy), 'model file')} and derive "
-            f"{plural(len(cases), 'model case layout')} "
-            "(10-30 s)...",
-            file=sys.stderr,
-            flush=True,
-        )
+    layouts = _known_layouts(cases)
+    heavy = [p for p in readable if known[p] is None and needs_vllm(p)]
+    unknown = [case for case, layout in zip(cases, layouts, strict=True) if layout is None]
+    if heavy or unknown:
+        _import_vllm(heavy, unknown)
     for path in readable:
-        found = check_model_file(path)
+        found = known[path] or checked_model_file(path)
         for problem in found.errors:
             checked.error(problem)
         for warning in found.warnings:
@@ -142,7 +142,31 @@ def _check_models(checked: Checked) -> None:
             checked.bad_models.add(path)
         else:
             print(f"{path}: ok, {_kind(path)}")
-    _check_model_cases(checked, cases)
+    _check_model_cases(checked, cases, layouts)
+
+
+def _import_vllm(files: list[Path], cases: list[Case]) -> None:
+    """Imports vLLM for what the cache of earlier checks does not answer, saying so."""
+    from matrix.tools.check_cache import import_vllm_saying
+
+    purpose = (
+        f"to read {plural(len(files), 'model file')} and derive "
+        f"{plural(len(cases), 'model case layout')}"
+    )
+    import_vllm_saying("validate", purpose)
+
+
+def _known_layouts(cases: list[Case]) -> list[CaseLayout | None]:
+    """Each model case's layout as an earlier check stored it, or None."""
+    from matrix.tools.check_cache import known_case_layout
+
+    return [known_case_layout(case.definition, _model_path(case)) for case in cases]
+
+
+def _model_path(case: Case) -> Path:
+    path = model_file(case.definition.model, case.source.parent)
+    assert path is not None  # a model case's file, found when it was read
+    return path
 
 
 def _kind(path: Path) -> str:
@@ -173,12 +197,16 @@ def _cases_needing_vllm(checked: Checked) -> list[Case]:
     return cases
 
 
-def _check_model_cases(checked: Checked, cases: list[Case]) -> None:
+def _check_model_cases(
+    checked: Checked, cases: list[Case], layouts: list[CaseLayout | None]
+) -> None:
     from matrix.adapters.model_checks import case_layout_problem
+    from matrix.tools.check_cache import derived_case_layout
 
     warnings: dict[str, None] = {}
-    for case in cases:
-        problem, warning = case_layout_problem(case)
+    for case, known in zip(cases, layouts, strict=True):
+        layout = known or derived_case_layout(case.definition, _model_path(case))
+        problem, warning = case_layout_problem(case, layout)
         if problem is not None:
             checked.error(problem)
         if warning is not None:
