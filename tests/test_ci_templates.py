@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from matrix.ci.tox_commands import read_env
+from matrix.ci.workflow import expand_matrix, load_workflow
 from matrix.releases import RELEASES, release_key, release_of
-from matrix.tools.tox_commands import read_env
-from matrix.tools.workflow import expand_matrix, load_workflow
 from tests.helpers import REPO, needs_vllm
 
 DOC = REPO / "docs" / "ci.md"
@@ -151,7 +151,7 @@ def test_the_workflow_played_here_merges_what_a_direct_run_reports(
 
     version = installed_vllm_version()
     out = tmp_path / "play"
-    command = [sys.executable, "-m", "matrix.tools.play_workflow", str(WORKFLOW), "--here"]
+    command = [sys.executable, "-m", "matrix.ci.play", str(WORKFLOW), "--here"]
     command += ["--release", str(version), "--shards", "3", "--out", str(out)]
     began = time.monotonic()
     played = subprocess.run(

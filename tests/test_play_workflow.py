@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from matrix.installed import installed_vllm_version
-from matrix.tools import play_workflow, steps
-from matrix.tools.tox_commands import ToxError, read_env
-from matrix.tools.workflow import (
+from matrix.ci import play, steps
+from matrix.ci.tox_commands import ToxError, read_env
+from matrix.ci.workflow import (
     Status,
     WorkflowError,
     condition,
@@ -23,6 +22,7 @@ from matrix.tools.workflow import (
     interpolate,
     job_order,
 )
+from matrix.installed import installed_vllm_version
 from tests.helpers import REPO, needs_vllm
 
 TOX_INI = REPO / "tox.ini"
@@ -107,8 +107,8 @@ def test_a_tox_env_s_commands_with_its_positional_arguments() -> None:
         read_env(TOX_INI, "nothing")
 
 
-def options(tmp_path: Path, **chosen: Any) -> play_workflow.Options:
-    return play_workflow.Options(REPO / "docs/ci/github-workflow.yml", REPO, tmp_path, **chosen)
+def options(tmp_path: Path, **chosen: Any) -> play.Options:
+    return play.Options(REPO / "docs/ci/github-workflow.yml", REPO, tmp_path, **chosen)
 
 
 @needs_vllm
@@ -118,19 +118,19 @@ def test_here_runs_the_env_s_commands_in_this_environment(tmp_path: Path) -> Non
         f"vllm0{n}" for n in (30, 31, 32, 33) if read_env(TOX_INI, f"vllm0{n}").release == version
     )
     script = f'python -m pip install "tox==$V"\npython -m tox -e {env} -- --group 2 || s=$?\n'
-    here = play_workflow.substitute(script, options(tmp_path, here=True, pytest_args=("-n", "0")))
+    here = play.substitute(script, options(tmp_path, here=True, pytest_args=("-n", "0")))
     assert (
         here == ": tox is not needed with --here\npython -m matrix run -- --group 2 -n 0 || s=$?\n"
     )
     other = "vllm030" if env != "vllm030" else "vllm031"
     with pytest.raises(WorkflowError, match=f"tox env {other} installs vLLM .* add --release"):
-        play_workflow.substitute(f"python -m tox -e {other}", options(tmp_path, here=True))
+        play.substitute(f"python -m tox -e {other}", options(tmp_path, here=True))
 
 
 def test_without_here_only_the_cells_arguments_are_added(tmp_path: Path) -> None:
     chosen = options(tmp_path, pytest_args=("-k", "single_group"))
     script = "python -m tox -e vllm031 -- --group 1\npython -m tox -e merge\n"
-    assert play_workflow.substitute(script, chosen) == (
+    assert play.substitute(script, chosen) == (
         "python -m tox -e vllm031 -- --group 1 -k single_group\npython -m tox -e merge\n"
     )
 
@@ -218,7 +218,7 @@ def test_a_workflow_played_job_by_job(tmp_path: Path, capsys: pytest.CaptureFixt
     (repo / ".github" / "toy.yml").write_text(TOY)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     out = tmp_path / "out"
-    code = play_workflow.main([str(repo / ".github" / "toy.yml"), "--out", str(out)])
+    code = play.main([str(repo / ".github" / "toy.yml"), "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 1, printed
     jobs = json.loads((out / "play.json").read_text())

@@ -1,4 +1,4 @@
-"""``python -m matrix.tools.play_workflow WORKFLOW``: a GitHub Actions workflow played on this
+"""``python -m matrix.ci.play WORKFLOW``: a GitHub Actions workflow played on this
 machine, so that the template in docs/ci/ is run, not only read (docs/ci.md).
 
 Every job of the matrix runs in sequence, each in its own copy of the repository's files, taken
@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from matrix.tools import steps
-from matrix.tools.tox_commands import ToxError, read_env
-from matrix.tools.workflow import (
+from matrix.ci import steps
+from matrix.ci.tox_commands import ToxError, read_env
+from matrix.ci.workflow import (
     JobRun,
     Status,
     WorkflowError,
@@ -255,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command line (arguments after ``--`` go to the runs of cells); 0 when every job
     succeeded, 1 when one failed, 2 when the workflow cannot be played."""
     parser = argparse.ArgumentParser(
-        prog="python -m matrix.tools.play_workflow",
+        prog="python -m matrix.ci.play",
         description=__doc__.split("\n\n")[0],
         epilog="Arguments after -- are added to the runs of cells (-k, -n ...).",
     )
