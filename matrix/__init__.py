@@ -18,7 +18,8 @@ where a change goes); no module imports one from a role after its own:
 6. ``report/``: tables and report files; across releases, the fidelity checks.
 7. ``plugin`` (the pytest hooks) and ``__main__`` (``python -m matrix``); beside them
    ``explore/`` (Hypothesis searches scenarios no one wrote), ``tools/`` (bench, show-layout,
-   validate, envsize, devsource), ``gpus`` (a GPU per xdist worker), ``live/`` (``python -m
+   validate, envsize, devsource, bisect), ``ci/`` (``python -m matrix.ci.play``: the CI
+   templates' workflow played here), ``gpus`` (a GPU per xdist worker), ``live/`` (``python -m
    matrix live``: the cells a real vLLM engine can run, on it, beside the harness) and
    ``upstream/`` (``python -m matrix upstream``: vLLM's own tests, a variant applied).
 

@@ -4,23 +4,25 @@ mistake), and the workflow played here gives the report a direct run gives."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from matrix.ci.tox_commands import read_env
+from matrix.ci.workflow import expand_matrix, load_workflow
 from matrix.releases import RELEASES, release_key, release_of
-from matrix.tools.tox_commands import read_env
-from matrix.tools.workflow import expand_matrix, load_workflow
 from tests.helpers import REPO, needs_vllm
 
 DOC = REPO / "docs" / "ci.md"
@@ -114,10 +116,12 @@ def test_each_template_matches_its_vendored_schema(
 ) -> None:
     if importlib.util.find_spec("check_jsonschema") is None:
         pytest.skip("check-jsonschema is not installed (requirements/ci-lint.txt)")
+    # One start (most of its cost) for both files: it names each file that fails.
+    copy = broken(tmp_path, path, old, new)
     command = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema]
-    done = lint([*command, str(path)])
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert lint([*command, str(broken(tmp_path, path, old, new))]).returncode == 1
+    done = lint([*command, str(path), str(copy)])
+    assert done.returncode == 1 and f"{copy}::$" in done.stdout, done.stdout + done.stderr
+    assert f"{path}::" not in done.stdout, done.stdout
 
 
 def test_the_buildkite_commands_pass_shellcheck(tmp_path: Path) -> None:
@@ -139,58 +143,101 @@ def without_digest(path: Path) -> dict[str, Any]:
     return report
 
 
+# The shipped case the play keeps (one full group, 3 cases x 7 variants), and the two
+# variants it runs: stock passes, none stalls (as the case expects), two cells a shard.
+SMALL_CASE = "single_group.yaml"
+VARIANTS = ("-k", "stock or none")
+
+
+@dataclass(frozen=True)
+class Played:
+    """The workflow played on the installed release: its jobs as play.json has them, each
+    step by (job name, step name), what the player printed and its exit code."""
+
+    repo: Path
+    out: Path
+    version: str
+    cache: Path  # where the merge job kept its pictures
+    jobs: list[dict[str, Any]]
+    steps: dict[tuple[str, str], dict[str, Any]]
+    printed: str
+    code: int
+
+
+@pytest.fixture(scope="module")
+def played(warm_vllm: None, tmp_path_factory: pytest.TempPathFactory) -> Played:
+    """The workflow's own steps, with ``--here`` and three shards, on a copy of this
+    repository that keeps one case file: each shard job's ``python -m matrix run`` a fork of
+    this process (vLLM imported), run on the job's own checkout."""
+    from matrix.ci import play, steps
+    from matrix.installed import cache_base, installed_vllm_version
+    from matrix.report.gallery import SWITCH
+
+    version = str(installed_vllm_version())
+    repo = steps.snapshot(REPO, tmp_path_factory.mktemp("small") / "repo")
+    for case in (repo / "cases").glob("*.yaml"):
+        if case.name != SMALL_CASE:
+            case.unlink()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    out = tmp_path_factory.mktemp("play")
+    command = [str(WORKFLOW), "--repo", str(repo), "--here", "--release", version]
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.delenv(SWITCH, raising=False)  # pictures on, as in the direct run (pictures_on)
+        code = play.main([*command, "--shards", "3", "--out", str(out), "--", "-n", "0", *VARIANTS])
+    if not (out / "play.json").is_file():
+        pytest.fail(f"the play stopped (exit {code}):\n{printed.getvalue()[-4000:]}")
+    jobs = json.loads((out / "play.json").read_text(encoding="utf-8"))
+    steps_run = {(job["name"], step["name"]): step for job in jobs for step in job["steps"]}
+    return Played(repo, out, version, cache_base(), jobs, steps_run, printed.getvalue(), code)
+
+
 @needs_vllm
 @pytest.mark.slow
 @pytest.mark.once
-def test_the_workflow_played_here_merges_what_a_direct_run_reports(
-    inline: pytest.Pytester, tmp_path: Path
+def test_the_played_shard_jobs_upload_their_shards_and_the_merge_job_merges_them(
+    played: Played,
 ) -> None:
-    """The workflow's own steps, on the installed release: three shard jobs (each a process
-    that imports vLLM, as on three machines), their artifacts, then the merge job."""
-    from matrix.installed import installed_vllm_version
+    """Three shard jobs, an artifact each, then the merge; the cross-version step fails with
+    one release, saying so (as it should: CI needs two)."""
+    assert [job["job"] for job in played.jobs] == ["shard"] * 3 + ["merge"], played.printed
+    assert all(job["status"] == "success" for job in played.jobs[:3]), played.printed[-4000:]
+    shards = sorted(p.name for p in (played.out / "artifacts").glob("shard-*"))
+    assert shards == [f"shard-{played.version}-{k}" for k in (1, 2, 3)]
+    assert played.steps[("merge", "Merge each release's shards")]["status"] == "success"
+    crossed = played.steps[("merge", "Cross-version table and fidelity checks")]
+    assert crossed["status"] == "failure" and played.code == 1
+    assert "no check across two releases could run" in played.printed
 
-    version = installed_vllm_version()
-    out = tmp_path / "play"
-    command = [sys.executable, "-m", "matrix.tools.play_workflow", str(WORKFLOW), "--here"]
-    command += ["--release", str(version), "--shards", "3", "--out", str(out)]
-    began = time.monotonic()
-    played = subprocess.run(
-        [*command, "--", "-k", "single_group", "-n", "0"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        cwd=tmp_path,
-    )
-    print(f"the play took {time.monotonic() - began:.1f} s")
-    jobs = json.loads((out / "play.json").read_text(encoding="utf-8"))
-    steps = {(job["name"], step["name"]): step for job in jobs for step in job["steps"]}
-    assert [job["job"] for job in jobs] == ["shard"] * 3 + ["merge"], played.stdout
-    assert all(job["status"] == "success" for job in jobs[:3]), played.stdout[-4000:]
-    assert steps[("merge", "Merge each release's shards")]["status"] == "success"
-    # One release cannot make a cross-version check: that step fails, saying so.
-    crossed = steps[("merge", "Cross-version table and fidelity checks")]
-    assert crossed["status"] == "failure" and played.returncode == 1
-    assert "no check across two releases could run" in played.stdout
 
-    # A direct run of the same cells, in this process (vLLM imported already).
+@needs_vllm
+@pytest.mark.slow
+@pytest.mark.once
+def test_the_played_merge_reports_what_a_direct_run_reports(
+    played: Played, inline: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merge job's report against the same cells run here in one pytest session: the
+    JSON field by field (the code digest aside: the shards ran the job's checkout), the
+    Markdown byte for byte, and the job summary holds that Markdown."""
+    # The merge job's picture store, not the empty one under pytester's HOME: the same
+    # pictures, drawn once.
+    monkeypatch.setenv("MATRIX_VLLM_CACHE", str(played.cache))
     direct = inline.runpytest_inprocess(
-        str(REPO / "cases"),
+        str(played.repo / "cases"),
         "-p",
         "no:cacheprovider",
-        "-k",
-        "single_group",
+        *VARIANTS,
         "--matrix-report=one.json",
         # Under the merged report's name: its pictures' folder is named after it.
-        f"--matrix-report=one/vllm-{version}.md",
+        f"--matrix-report=one/vllm-{played.version}.md",
     )
     assert direct.ret == 0
-    merged = out / "artifacts" / "reports" / f"vllm-{version}"
+    merged = played.out / "artifacts" / "reports" / f"vllm-{played.version}"
     assert without_digest(Path(f"{merged}.json")) == without_digest(inline.path / "one.json")
-    markdown = (inline.path / "one" / f"vllm-{version}.md").read_text(encoding="utf-8")
+    markdown = (inline.path / "one" / f"vllm-{played.version}.md").read_text(encoding="utf-8")
     assert Path(f"{merged}.md").read_text(encoding="utf-8") == markdown
-    assert 20 <= len(without_digest(inline.path / "one.json")["cells"]) <= 50
-    summary = Path(jobs[3]["summary"]).read_text(encoding="utf-8")
+    assert len(without_digest(inline.path / "one.json")["cells"]) == 6  # 3 cases x 2 variants
+    summary = Path(played.jobs[3]["summary"]).read_text(encoding="utf-8")
     assert summary.startswith(markdown)  # then the cross-version report
     assert "# KV reservation matrix across vLLM releases" in summary[len(markdown) :]
 

@@ -1,20 +1,24 @@
 """The workflow player's parts: GitHub's matrix expansion and expressions, tox envs' commands,
-the ``--here`` substitutions, the emulated artifacts, and a small workflow played end to end
-(no vLLM, no tox)."""
+the ``--here`` substitutions, a job forked from the player, the emulated artifacts, and a
+small workflow played end to end (no vLLM, no tox)."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from matrix.installed import installed_vllm_version
-from matrix.tools import play_workflow, steps
-from matrix.tools.tox_commands import ToxError, read_env
-from matrix.tools.workflow import (
+from matrix.ci import fork, play, steps
+from matrix.ci.tox_commands import ToxError, read_env
+from matrix.ci.workflow import (
     Status,
     WorkflowError,
     condition,
@@ -23,6 +27,7 @@ from matrix.tools.workflow import (
     interpolate,
     job_order,
 )
+from matrix.installed import installed_vllm_version
 from tests.helpers import REPO, needs_vllm
 
 TOX_INI = REPO / "tox.ini"
@@ -100,15 +105,18 @@ def test_a_tox_env_s_commands_with_its_positional_arguments() -> None:
     merge = read_env(TOX_INI, "merge")
     assert merge.release is None and not merge.runs_cells
     assert merge.shell(None, ("-k", "x")) == "python -m matrix merge reports/shards"
-    assert read_env(TOX_INI, "ci033").shell(None).startswith("( python -m matrix run -- tests")
+    suite = read_env(TOX_INI, "ci033")
+    assert suite.shell(None).startswith("( python -m matrix run -- tests -n 0 && ruff check")
+    forked = suite.shell(None, (), "python -m matrix.ci.fork")  # only the run of cells
+    assert forked.startswith("( python -m matrix.ci.fork run -- tests -n 0 && ruff check")
     with pytest.raises(ToxError, match="needs tox itself"):
         read_env(TOX_INI, "explore")  # {env_tmp_dir}
     with pytest.raises(ToxError, match="no env nothing"):
         read_env(TOX_INI, "nothing")
 
 
-def options(tmp_path: Path, **chosen: Any) -> play_workflow.Options:
-    return play_workflow.Options(REPO / "docs/ci/github-workflow.yml", REPO, tmp_path, **chosen)
+def options(tmp_path: Path, **chosen: Any) -> play.Options:
+    return play.Options(REPO / "docs/ci/github-workflow.yml", REPO, tmp_path, **chosen)
 
 
 @needs_vllm
@@ -118,19 +126,21 @@ def test_here_runs_the_env_s_commands_in_this_environment(tmp_path: Path) -> Non
         f"vllm0{n}" for n in (30, 31, 32, 33) if read_env(TOX_INI, f"vllm0{n}").release == version
     )
     script = f'python -m pip install "tox==$V"\npython -m tox -e {env} -- --group 2 || s=$?\n'
-    here = play_workflow.substitute(script, options(tmp_path, here=True, pytest_args=("-n", "0")))
-    assert (
-        here == ": tox is not needed with --here\npython -m matrix run -- --group 2 -n 0 || s=$?\n"
+    here = play.substitute(script, options(tmp_path, here=True, pytest_args=("-n", "0")))
+    assert here == (  # the cells' run forked from the player (vLLM imported)
+        ": tox is not needed with --here\npython -m matrix.ci.fork run -- --group 2 -n 0 || s=$?\n"
     )
+    fresh = play.substitute(script, options(tmp_path, here=True, fresh=True))
+    assert fresh.endswith("\npython -m matrix run -- --group 2 || s=$?\n")
     other = "vllm030" if env != "vllm030" else "vllm031"
     with pytest.raises(WorkflowError, match=f"tox env {other} installs vLLM .* add --release"):
-        play_workflow.substitute(f"python -m tox -e {other}", options(tmp_path, here=True))
+        play.substitute(f"python -m tox -e {other}", options(tmp_path, here=True))
 
 
 def test_without_here_only_the_cells_arguments_are_added(tmp_path: Path) -> None:
     chosen = options(tmp_path, pytest_args=("-k", "single_group"))
     script = "python -m tox -e vllm031 -- --group 1\npython -m tox -e merge\n"
-    assert play_workflow.substitute(script, chosen) == (
+    assert play.substitute(script, chosen) == (
         "python -m tox -e vllm031 -- --group 1 -k single_group\npython -m tox -e merge\n"
     )
 
@@ -218,7 +228,7 @@ def test_a_workflow_played_job_by_job(tmp_path: Path, capsys: pytest.CaptureFixt
     (repo / ".github" / "toy.yml").write_text(TOY)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     out = tmp_path / "out"
-    code = play_workflow.main([str(repo / ".github" / "toy.yml"), "--out", str(out)])
+    code = play.main([str(repo / ".github" / "toy.yml"), "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 1, printed
     jobs = json.loads((out / "play.json").read_text())
@@ -237,3 +247,141 @@ def test_a_workflow_played_job_by_job(tmp_path: Path, capsys: pytest.CaptureFixt
     assert Path(jobs[1]["summary"]).read_text() == "part 2 failed\n"
     assert Path(jobs[3]["summary"]).read_text() == "hello 1\nhello 2\n"
     assert "FAILED  Run test 2 -eq 1" in printed
+
+
+# A job's `python -m matrix` in a folder of its own: what it was given, and where it runs.
+FAKE_MATRIX = """\
+import os, sys
+print("argv", sys.argv[1:])
+print("main", __file__)
+print("parent", os.getppid())
+print("value", os.environ.get("STEP_VALUE"))
+print("stdin", sys.stdin.readline().strip())
+print("kept", "tests.helpers" in sys.modules, [n for n in sys.modules if n.startswith("matrix.")])
+print("to stderr", file=sys.stderr)
+if os.environ.get("PID_FILE"):
+    open(os.environ["PID_FILE"], "w").write(str(os.getpid()))
+    import time; time.sleep(60)
+sys.exit(3)
+"""
+
+
+def fake_checkout(tmp_path: Path) -> Path:
+    job = tmp_path / "job"
+    (job / "matrix").mkdir(parents=True)
+    (job / "matrix" / "__init__.py").write_text("")
+    (job / "matrix" / "__main__.py").write_text(FAKE_MATRIX)
+    return job
+
+
+def forked_job(job: Path, server: fork.ForkServer) -> list[str]:
+    """``python -m matrix.ci.fork`` as a step runs it (``-P``: the client from this
+    repository, the job's ``matrix`` from its folder)."""
+    return [sys.executable, "-P", "-m", "matrix.ci.fork", "run", "--", "-k", "a b"]
+
+
+def step_environment(server: fork.ForkServer, **env: str) -> dict[str, str]:
+    return {**os.environ, **server.variables, "PYTHONPATH": str(REPO), **env}
+
+
+def test_a_forked_job_runs_its_own_checkout_s_matrix_with_the_step_s_streams(
+    tmp_path: Path,
+) -> None:
+    """The job is a fork of the server (this process: what it imported stays imported, the
+    matrix's modules are dropped), runs ``python -m matrix`` from the step's folder, with the
+    step's arguments, environment and streams, and its exit code is the step's."""
+    job = fake_checkout(tmp_path)
+    with fork.ForkServer() as server:
+        done = subprocess.run(
+            forked_job(job, server),
+            cwd=job,
+            env=step_environment(server, STEP_VALUE="seen"),
+            input="hello\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        server_pid = server.pid
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.splitlines() == [
+        "argv ['run', '--', '-k', 'a b']",
+        f"main {job / 'matrix' / '__main__.py'}",
+        f"parent {server_pid}",
+        "value seen",
+        "stdin hello",
+        "kept True []",
+    ]
+    assert done.stderr == "to stderr\n"
+
+
+def test_a_step_that_ends_first_takes_its_forked_job_with_it(tmp_path: Path) -> None:
+    """A step killed at its time limit (its process group, as ``steps.run_script`` does)
+    leaves no job running; the server forks the next one."""
+    job, pid_file = fake_checkout(tmp_path), tmp_path / "pid"
+    with fork.ForkServer() as server:
+        step = subprocess.Popen(
+            forked_job(job, server),
+            cwd=job,
+            env=step_environment(server, PID_FILE=str(pid_file)),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 30
+        while not pid_file.is_file() or not pid_file.read_text():
+            assert time.monotonic() < deadline and step.poll() is None
+            time.sleep(0.05)
+        os.killpg(step.pid, signal.SIGKILL)
+        step.wait()
+        job_pid = int(pid_file.read_text())
+        while time.monotonic() < deadline:
+            try:
+                os.kill(job_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"the job {job_pid} outlived its step")
+        again = subprocess.run(
+            forked_job(job, server),
+            cwd=job,
+            env=step_environment(server),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert again.returncode == 3
+
+
+def test_a_request_the_server_cannot_read_is_refused_and_the_next_served(tmp_path: Path) -> None:
+    job = fake_checkout(tmp_path)
+    with fork.ForkServer() as server:
+        for head in (fork.HEADER.pack(fork.MAX_REQUEST + 1), fork.HEADER.pack(2) + b"[]"):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+                raw.connect(str(server.address))
+                socket.send_fds(raw, [head], [0, 1, 2])
+                assert raw.recv(fork.REPLY.size) == fork.REPLY.pack(2)
+        done = subprocess.run(
+            forked_job(job, server),
+            cwd=job,
+            env=step_environment(server),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 3
+
+
+def test_without_the_player_s_server_the_client_says_so_in_a_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(fork.ADDRESS, raising=False)
+    assert fork.client(["run"]) == 2
+    assert "no fork server" in capsys.readouterr().err
+    monkeypatch.setenv(fork.ADDRESS, str(tmp_path / "gone"))
+    assert fork.client(["run"]) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "the fork server at" in said

@@ -1,4 +1,4 @@
-"""A GitHub Actions workflow read as GitHub reads it, for ``play_workflow`` to run here: its
+"""A GitHub Actions workflow read as GitHub reads it, for ``play`` to run here: its
 jobs in the order ``needs`` gives, each job's matrix expanded (``include`` and ``exclude`` as
 GitHub applies them), and the ``${{ }}`` expressions its steps use evaluated.
 

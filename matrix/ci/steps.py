@@ -1,4 +1,4 @@
-"""A played job's steps (``play_workflow``): the tree a runner checks out, a ``run:``
+"""A played job's steps (``play``): the tree a runner checks out, a ``run:``
 script run as the runner runs it, and the actions a workflow ``uses`` emulated on this machine:
 ``checkout`` (the fresh workspace is the checkout), ``setup-python`` (this machine's Python
 3, which it names), ``cache`` (skipped: uv's cache here is this machine's), ``upload-artifact``

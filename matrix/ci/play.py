@@ -1,4 +1,4 @@
-"""``python -m matrix.tools.play_workflow WORKFLOW``: a GitHub Actions workflow played on this
+"""``python -m matrix.ci.play WORKFLOW``: a GitHub Actions workflow played on this
 machine, so that the template in docs/ci/ is run, not only read (docs/ci.md).
 
 Every job of the matrix runs in sequence, each in its own copy of the repository's files, taken
@@ -15,13 +15,17 @@ The steps run as written, with these substitutions only, each asked for on the c
 - arguments after ``--`` are added to every ``python -m tox -e ENV`` that runs cells;
 - ``--here`` runs each ``python -m tox -e ENV -- ARGS`` as ENV's commands from tox.ini in this
   environment (refused for an env pinning another vLLM release than the installed one), and
-  skips ``python -m pip install ... tox==...`` (no tox is needed then);
+  skips ``python -m pip install ... tox==...`` (no tox is needed then); the player imports
+  vLLM once and each ``python -m matrix run`` is a fork of it (``fork``), or with ``--fresh``
+  a new interpreter, as on a machine of its own;
 - ``--inherit NAME`` keeps this machine's ``NAME`` (or its absence) over the workflow's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import os
 import re
@@ -30,12 +34,14 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from matrix.tools import steps
-from matrix.tools.tox_commands import ToxError, read_env
-from matrix.tools.workflow import (
+from matrix.ci import steps
+from matrix.ci.fork import FORKED, ForkError, ForkServer
+from matrix.ci.tox_commands import MATRIX, ToxError, read_env
+from matrix.ci.workflow import (
     JobRun,
     Status,
     WorkflowError,
@@ -61,6 +67,7 @@ class Options:
     releases: tuple[str, ...] = ()
     shards: int | None = None
     here: bool = False
+    fresh: bool = False  # with here: a new interpreter per python -m matrix run, not a fork
     pytest_args: tuple[str, ...] = ()
     inherit: tuple[str, ...] = ()
     verbose: bool = False
@@ -89,16 +96,37 @@ def play(options: Options) -> list[JobOutcome]:
     checkout = steps.snapshot(options.repo, options.out / "checkout")
     outcomes: list[JobOutcome] = []
     succeeded: dict[str, bool] = {}  # job id -> every run of it succeeded
-    for job_id in job_order(workflow):
-        runs = [r for r in job_runs(workflow, job_id) if _selected(r, options)]
-        if not runs:
-            raise WorkflowError(f"job {job_id}: --release/--shards leave none of its runs")
-        status = Status(failed=not all(succeeded[n] for n in needs_of(workflow["jobs"][job_id])))
-        for run in runs:
-            home = options.out / "jobs" / f"{len(outcomes) + 1:02d}-{_slug(run.name)}"
-            outcomes.append(_play_job(run, workflow, env, status, home, checkout, options))
-        succeeded[job_id] = all(o.status == "success" for o in outcomes if o.job == job_id)
+    with _forks(options) as server:
+        if server is not None:  # how each step's python -m matrix.ci.fork finds it
+            env.update(server.variables)
+        for job_id in job_order(workflow):
+            runs = [r for r in job_runs(workflow, job_id) if _selected(r, options)]
+            if not runs:
+                raise WorkflowError(f"job {job_id}: --release/--shards leave none of its runs")
+            needed = needs_of(workflow["jobs"][job_id])
+            status = Status(failed=not all(succeeded[n] for n in needed))
+            for run in runs:
+                home = options.out / "jobs" / f"{len(outcomes) + 1:02d}-{_slug(run.name)}"
+                outcomes.append(_play_job(run, workflow, env, status, home, checkout, options))
+            succeeded[job_id] = all(o.status == "success" for o in outcomes if o.job == job_id)
     return outcomes
+
+
+def _forks(options: Options) -> contextlib.AbstractContextManager[ForkServer | None]:
+    """The server the ``python -m matrix run`` of ``--here`` forks from, vLLM and pytest's
+    plugins imported first (none with ``--fresh``, or without ``--here``)."""
+    if not options.here or options.fresh:
+        return contextlib.nullcontext()
+    from matrix.installed import installed_vllm_version
+    from matrix.runner.forked import import_vllm_once
+
+    if installed_vllm_version() is not None:
+        print(f"play: vLLM imported in {import_vllm_once():.1f} s, once for every job", flush=True)
+    for plugin in metadata.entry_points(group="pytest11"):
+        if plugin.module.split(".")[0] != "matrix":  # the job imports its checkout's
+            with contextlib.suppress(Exception):  # the job's pytest says what is wrong
+                importlib.import_module(plugin.module)
+    return ForkServer()
 
 
 def _selected(run: JobRun, options: Options) -> bool:
@@ -212,7 +240,7 @@ def substitute(script: str, options: Options) -> str:
             words = " ".join([args, *map(shlex.quote, extra)]).strip()
             return f"python -m tox -e {env.name} -- {words}{trail}"
         _check_release(env.name, env.release)
-        return env.shell(args or None, extra) + trail
+        return env.shell(args or None, extra, MATRIX if options.fresh else FORKED) + trail
 
     if options.here:
         script = TOX_INSTALL.sub(": tox is not needed with --here", script)
@@ -241,6 +269,7 @@ ARGUMENTS = (  # (flags, argparse keywords) of the command line
     (("--release",), {"action": "append", "default": [], "help": "only this release's runs"}),
     (("--shards",), {"type": int, "help": "each release in shards 1 ... N"}),
     (("--here",), {"action": "store_true", "help": "tox envs' commands in this environment"}),
+    (("--fresh",), {"action": "store_true", "help": "with --here: no fork, an interpreter a job"}),
     (
         ("--inherit",),
         {"action": "append", "default": [], "metavar": "NAME", "help": "its value here"},
@@ -255,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command line (arguments after ``--`` go to the runs of cells); 0 when every job
     succeeded, 1 when one failed, 2 when the workflow cannot be played."""
     parser = argparse.ArgumentParser(
-        prog="python -m matrix.tools.play_workflow",
+        prog="python -m matrix.ci.play",
         description=__doc__.split("\n\n")[0],
         epilog="Arguments after -- are added to the runs of cells (-k, -n ...).",
     )
@@ -269,9 +298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = (given.out or Path(tempfile.mkdtemp(prefix="play-workflow-"))).resolve()
         out.mkdir(parents=True, exist_ok=True)
         options = Options(given.workflow.resolve(), repo, out, tuple(given.release), given.shards)
-        options = replace(options, here=given.here, pytest_args=extra, verbose=given.verbose)
-        outcomes = play(replace(options, inherit=tuple(given.inherit)))
-    except (WorkflowError, ToxError, steps.StepError) as error:
+        options = replace(options, here=given.here, fresh=given.fresh, pytest_args=extra)
+        outcomes = play(replace(options, inherit=tuple(given.inherit), verbose=given.verbose))
+    except (WorkflowError, ToxError, steps.StepError, ForkError) as error:
         print(f"play: {error}", file=sys.stderr)
         return 2
     report = json.dumps([asdict(o) for o in outcomes], indent=2)

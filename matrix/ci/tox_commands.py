@@ -16,6 +16,8 @@ from pathlib import Path
 REFERENCE = re.compile(r"\{\[([^\]]+)\]([\w-]+)\}")  # {[section]key}
 POSARGS = re.compile(r"\{posargs(?::([^{}]*))?\}")
 RELEASE_PIN = re.compile(r"requirements/vllm-(\d+\.\d+\.\d+)\.txt")
+MATRIX = "python -m matrix"
+MATRIX_RUN = f"{MATRIX} run"  # the command that runs cells
 
 
 class ToxError(Exception):
@@ -33,14 +35,17 @@ class ToxEnv:
     @property
     def runs_cells(self) -> bool:
         """Whether the env runs the matrix's cells (``python -m matrix run``)."""
-        return any(command.startswith("python -m matrix run") for command in self.commands)
+        return any(command.startswith(MATRIX_RUN) for command in self.commands)
 
-    def shell(self, args: str | None, extra: tuple[str, ...] = ()) -> str:
+    def shell(self, args: str | None, extra: tuple[str, ...] = (), matrix: str = MATRIX) -> str:
         """The env's commands as one shell command: ``args`` (shell text, as written after
         ``--``) as the positional arguments, then ``extra``, quoted, for an env that runs
-        cells."""
+        cells; ``matrix`` stands for ``python -m matrix`` in the commands that run them."""
         words = " ".join([args or "", *(shlex.quote(a) for a in extra if self.runs_cells)])
         lines = [_posargs(command, words.strip() or None) for command in self.commands]
+        lines = [
+            matrix + line[len(MATRIX) :] if line.startswith(MATRIX_RUN) else line for line in lines
+        ]
         return lines[0] if len(lines) == 1 else "( " + " && ".join(lines) + " )"
 
 
