@@ -6,7 +6,7 @@ Importing this module imports no torch or vLLM.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +28,19 @@ ships_key = pytest.StashKey[BuiltInVariant]()
 names_key = pytest.StashKey[dict[str, tuple[Path, str]]]()  # case name -> its first file
 # The run's variants by name: the built-ins, then the user's (entry points, --matrix-variant).
 variants_key = pytest.StashKey[dict[str, Variant]]()
+# Whether a file is another part's of a split run (named on the command line, it is collected
+# all the same, and gives nothing).
+foreign_key = pytest.StashKey[Callable[[Path], bool]]()
 
 
 class CaseFileCollector(pytest.File):
     """A YAML case file as a pytest file: one test per cell."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        """The file's cells as tests, or one failing test when the file does not load."""
+        """The file's cells as tests, or one failing test when the file does not load; nothing
+        when the file is another part's of a split run."""
+        if self.config.stash[foreign_key](self.path):
+            return
         try:
             variants = tuple(self.config.stash[variants_key].keys())
             cells = cells_from_file(self.path, self.config.stash[ships_key], variants)

@@ -11,14 +11,18 @@ from typing import Any
 import pytest
 
 from matrix.case.expansion import CASE_SUFFIXES
+from matrix.case.limits import MAX_REPORT_BYTES
 from matrix.case.model_paths import is_model_file
+from matrix.case.reading import CaseFileError, read_json
 from matrix.case.shipped import shipped_cases
+from matrix.case.split import Part, RunFile, file_durations, files_of, run_files, selection_digest
 from matrix.gpus import pin_worker_gpu
 from matrix.installed import expected_stock
 from matrix.items import (
     CELL_PROPERTY,
     CaseFileCollector,
     CellItem,
+    foreign_key,
     ships_key,
     variants_key,
     without_cell_record,
@@ -28,6 +32,7 @@ from matrix.report.files import (
     REPORT_SUFFIX_HINT,
     REPORT_SUFFIXES,
     Shard,
+    matrix_digest,
     run_info,
     summary_lines,
     write_report,
@@ -36,9 +41,10 @@ from matrix.report.tables import sort_cells
 from matrix.run.user_variants import VariantLoadError, run_variants
 
 cells_key = pytest.StashKey[list[CellResult]]()
-# Every cell the run selected (after -k and -m), before pytest-split keeps one group of them.
+# The cells this part of the run selected (after -k and -m), from its own files.
 selected_key = pytest.StashKey[tuple[str, ...]]()
 SELECTED_OUTPUT = "matrix_selected"  # the selection, sent from an xdist worker to its controller
+split_key = pytest.StashKey["RunSplit"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,6 +78,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="write the --matrix-report files but print no tables (a forked worker's run)",
+    )
+    group.addoption(
+        "--matrix-worker",
+        default=None,
+        metavar="W/M",
+        help="run worker W's share of M of this run's (or shard's) files: python -m matrix run "
+        "gives each forked worker one",
     )
     group.addoption(
         "--matrix-cases",
@@ -109,6 +122,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
+    config.stash[split_key] = run_split(config)
+    config.stash[foreign_key] = config.stash[split_key].ignores
     pin_worker_gpu(config.getoption("matrix_gpus"))
 
 
@@ -118,6 +133,74 @@ def _add_shipped_cases(config: pytest.Config) -> None:
     shipped = str(shipped_cases())
     named = config.args_source == pytest.Config.ArgsSource.ARGS
     config.args[:] = [*config.args, shipped] if named else [shipped]
+
+
+class RunSplit:
+    """This process's part of the run: the run's files, its own (all of them when the run is
+    not split), the part it records, and the digest of the run's whole selection."""
+
+    def __init__(self, files: list[RunFile], parts: list[Part], own: list[RunFile], digest: str):
+        self.files = {f.path for f in files}
+        self.parts = parts
+        self.own = {f.path for f in own}
+        self.digest = digest
+
+    def ignores(self, path: Path) -> bool:
+        """Whether ``path`` is another part's file."""
+        resolved = path.resolve()
+        return resolved in self.files and resolved not in self.own
+
+
+def run_split(config: pytest.Config) -> RunSplit:
+    """The run's files, and this part's share of them (``--splits N --group K``, then
+    ``--matrix-worker W/M``), balanced by the recorded durations (:mod:`matrix.case.split`)."""
+    parts = []
+    splits, group = config.getoption("splits", None), config.getoption("group", None)
+    if splits and group:
+        parts.append(Part(group, splits))
+    worker = config.getoption("matrix_worker")
+    if worker:
+        try:
+            parts.append(Part.parse(worker))
+        except ValueError as error:
+            raise pytest.UsageError(f"--matrix-worker {error}") from None
+    if not parts:
+        return RunSplit([], [], [], "")
+    files = run_files(_named_paths(config), lambda path: _is_case_file(config, path))
+    selects = [
+        f"-k {config.getoption('keyword')}",
+        f"-m {config.getoption('markexpr')}",
+        *config.stash[variants_key],
+    ]
+    digest = selection_digest(files, matrix_digest(), selects)
+    return RunSplit(files, parts, files_of(files, parts, _durations(config)), digest)
+
+
+def _durations(config: pytest.Config) -> dict[str, float]:
+    """pytest-split's recorded durations, per file; none when there are none to read."""
+    path = config.getoption("durations_path", None)
+    if not path or not Path(path).is_file():
+        return {}
+    try:
+        recorded = read_json(Path(path), MAX_REPORT_BYTES, "a durations file")
+    except CaseFileError as error:
+        raise pytest.UsageError(f"--durations-path: {error}") from None
+    if not isinstance(recorded, dict):
+        raise pytest.UsageError(f"--durations-path {path}: not a mapping of test ids to seconds")
+    return file_durations({k: v for k, v in recorded.items() if isinstance(v, int | float)})
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The run is split by whole files here, before collection: pytest-split's own split of the
+    collected tests would split again what is left."""
+    if session.config.stash[split_key].parts:
+        session.config.pluginmanager.unregister(name="pytestsplitplugin")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Another part's file is not collected at all (where pytest finds it in a folder)."""
+    return True if config.stash[split_key].ignores(collection_path) else None
 
 
 def _named_paths(config: pytest.Config) -> list[Path]:
@@ -138,9 +221,8 @@ def _is_case_file(config: pytest.Config, path: Path) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Records the cells the run selected: called after ``-k`` and ``-m`` deselect, and before
-    pytest-split keeps one group (its hook, also last, belongs to a plugin registered after
-    this module), so a shard's report names the whole run it is part of."""
+    """Records the cells this part of the run selected (its own files' cells, after ``-k`` and
+    ``-m`` deselect), which its report must hold."""
     selected = tuple(item.cell.test_id for item in items if isinstance(item, CellItem))
     config.stash[selected_key] = selected
     if hasattr(config, "workeroutput"):  # an xdist worker: its controller collects nothing
@@ -187,8 +269,18 @@ class CellCollector:
 
     @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """A named directory that gave nothing to run is an error."""
-        _named_directories_hold_cases(self.config, items)
+        """Another part's tests that were collected all the same (a file named on the command
+        line is collected whatever ``pytest_ignore_collect`` says) are deselected; a named
+        directory that gave nothing to run is an error (in a whole run: a part's files may all
+        be another part's)."""
+        split = self.config.stash[split_key]
+        if not split.parts:
+            _named_directories_hold_cases(self.config, items)
+            return
+        foreign = [item for item in items if split.ignores(Path(item.path))]
+        if foreign:
+            items[:] = [item for item in items if not split.ignores(Path(item.path))]
+            self.config.hook.pytest_deselected(items=foreign)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keeps the cell result a test recorded in its call phase."""
@@ -220,23 +312,23 @@ def pytest_terminal_summary(
         return
     collected: list[CellResult] = config.stash[cells_key]
     cells = sort_cells(collected)
-    if not cells:
+    shard = _shard(config)
+    if not cells and shard is None:  # a part with no cells still says which part it is
         return
     info = run_info()
-    if not config.getoption("matrix_no_tables"):
+    if cells and not config.getoption("matrix_no_tables"):
         terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
         for line in summary_lines(cells, info):
             terminalreporter.write_line(line, red=line.startswith("matrix: FAILED"))
-    shard = _shard(config)
     for path in config.getoption("matrix_report"):
         write_report(Path(path), cells, info, shard)
         terminalreporter.write_line(f"matrix report written to {path}")
 
 
 def _shard(config: pytest.Config) -> Shard | None:
-    """The part of the run these cells are, when pytest-split ran one group of it."""
-    splits, group = config.getoption("splits", None), config.getoption("group", None)
-    if not (splits and group):
-        return None
+    """The part of the run these cells are, when the run is split."""
+    split = config.stash[split_key]
     selected = config.stash.get(selected_key, None)
-    return None if selected is None else Shard(group, splits, selected)
+    if not split.parts or selected is None:
+        return None
+    return Shard(split.parts[-1].group, split.parts[-1].splits, selected, split.digest)

@@ -143,10 +143,10 @@ def without_digest(path: Path) -> dict[str, Any]:
     return report
 
 
-# The shipped case the play keeps (one full group, 3 cases x 7 variants), and the two
-# variants it runs: stock passes, none stalls (as the case expects), two cells a shard.
-SMALL_CASE = "single_group.yaml"
-VARIANTS = ("-k", "stock or none")
+# The shipped cases the play keeps, a file a shard (shards take whole files), and the two
+# variants it runs: stock passes, none stalls (as the cases expect).
+SMALL_CASES = ("single_group.yaml", "mamba_align.yaml", "mamba_none.yaml")
+VARIANTS = ("-m", "stock or none")
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ class Played:
 @pytest.fixture(scope="module")
 def played(warm_vllm: None, tmp_path_factory: pytest.TempPathFactory) -> Played:
     """The workflow's own steps, with ``--here`` and three shards, on a copy of this
-    repository that keeps one case file: each shard job's ``python -m matrix run`` a fork of
+    repository that keeps three case files: each shard job's ``python -m matrix run`` a fork of
     this process (vLLM imported), run on the job's own checkout."""
     from matrix.ci import play, steps
     from matrix.installed import cache_base, installed_vllm_version
@@ -176,7 +176,7 @@ def played(warm_vllm: None, tmp_path_factory: pytest.TempPathFactory) -> Played:
     version = str(installed_vllm_version())
     repo = steps.snapshot(REPO, tmp_path_factory.mktemp("small") / "repo")
     for case in (repo / "cases").glob("*.yaml"):
-        if case.name != SMALL_CASE:
+        if case.name not in SMALL_CASES:
             case.unlink()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     out = tmp_path_factory.mktemp("play")
@@ -236,7 +236,7 @@ def test_the_played_merge_reports_what_a_direct_run_reports(
     assert without_digest(Path(f"{merged}.json")) == without_digest(inline.path / "one.json")
     markdown = (inline.path / "one" / f"vllm-{played.version}.md").read_text(encoding="utf-8")
     assert Path(f"{merged}.md").read_text(encoding="utf-8") == markdown
-    assert len(without_digest(inline.path / "one.json")["cells"]) == 6  # 3 cases x 2 variants
+    assert len(without_digest(inline.path / "one.json")["cells"]) == 14  # 7 cases x 2 variants
     summary = Path(played.jobs[3]["summary"]).read_text(encoding="utf-8")
     assert summary.startswith(markdown)  # then the cross-version report
     assert "# KV reservation matrix across vLLM releases" in summary[len(markdown) :]

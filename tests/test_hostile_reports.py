@@ -17,7 +17,8 @@ from matrix.report.files import inside
 from matrix.report.release_reports import ReportError, load_reports
 from tests.test_shards import cell, write_shard
 
-ALL = ["a-stock", "b-stock"]
+# The ``shard`` field of a one-shard run of cells a and b.
+PLACE = {"group": 1, "splits": 1, "selected": ["a-stock", "b-stock"], "selection": "0" * 16}
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +30,7 @@ def no_pictures(monkeypatch: pytest.MonkeyPatch) -> None:
 def shard(folder: Path, cells: list[dict[str, Any]] | None = None, **fields: Any) -> Path:
     """A one-shard run of cells a and b, with ``fields`` replacing the report's own."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = write_shard(folder, 1, cells or [cell("a"), cell("b")], ALL, splits=1)
+    path = write_shard(folder, 1, cells or [cell("a"), cell("b")], splits=1)
     report = json.loads(path.read_text())
     report.update(fields)
     path.write_text(json.dumps(report))
@@ -81,7 +82,8 @@ NAMES = [
     ({"cells": [{**cell("a"), "variant": "x/../y"}]}, "cells.0.variant: 'x/../y' is not a varia"),
     ({"cells": [{**cell("a"), "model": "m\x1b[2J"}]}, "cells.0.model: 'm\\x1b[2J' holds control"),
     ({"cells": [{**cell("a"), "detail": "a\rb"}]}, "cells.0.detail: 'a\\rb' holds control"),
-    ({"shard": {"group": 1, "splits": 1, "selected": ["../a-stock"]}}, "shard.selected.0: "),
+    ({"shard": {**PLACE, "selected": ["../a-stock"]}}, "shard.selected.0: "),
+    ({"shard": {**PLACE, "selection": "../x"}}, "shard.selection: '../x' is not a selection"),
 ]
 
 
@@ -111,7 +113,7 @@ def test_names_that_climb_stay_picture_names_inside_the_folder(
         {**cell(case), **failing, "model": model, "steps": [{**steps, "stopped": "stuck"}]},
         cell("b"),
     ]
-    selected = {"group": 1, "splits": 1, "selected": [f"{case}-stock", "b-stock"]}
+    selected = {**PLACE, "selected": [f"{case}-stock", "b-stock"]}
     shard(tmp_path / "shards", cells, shard=selected)
     status, _ = merge(capsys, tmp_path / "shards", "--out", tmp_path / "out")
     assert status == 1  # the failing cell was expected to pass
@@ -194,7 +196,7 @@ def test_a_shard_s_place_in_its_split_is_checked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], group: Any, splits: int, refusal: str
 ) -> None:
     """``group 4 of 3`` merged; ``splits: 10000000`` printed one 89 MB line of absent groups."""
-    path = shard(tmp_path, shard={"group": group, "splits": splits, "selected": ALL})
+    path = shard(tmp_path, shard={**PLACE, "group": group, "splits": splits})
     status, lines = merge(capsys, path)
     assert status == 2 and lines == [f"matrix merge: refused: {path}: {refusal}"]
 
@@ -203,24 +205,24 @@ def test_absent_groups_are_a_range_and_a_shard_on_another_release_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A 0.32.0 shard among 0.33.0 ones was "group 2 of 3 absent": its release differs."""
-    three = ["a-stock", "b-stock", "c-stock"]
-    write_shard(tmp_path, 1, [cell("a")], three, splits=3)
-    write_shard(tmp_path, 3, [cell("c")], three, splits=3)
-    other = write_shard(tmp_path, 2, [cell("b")], three, splits=3)
+    write_shard(tmp_path, 1, [cell("a")], splits=3)
+    write_shard(tmp_path, 3, [cell("c")], splits=3)
+    other = write_shard(tmp_path, 2, [cell("b")], splits=3)
     report = json.loads(other.read_text())
     other.unlink()
     other = tmp_path / "vllm-0.32.0.shard-2-of-3.json"
     other.write_text(json.dumps({**report, "vllm_version": "0.32.0"}))
     status, lines = merge(capsys, tmp_path)
     assert status == 2
+    given = ", ".join(str(tmp_path / f"vllm-0.33.0.shard-{k}-of-3.json") for k in (1, 3))
     assert lines == [
-        "matrix merge: refused: 1 of 3 cells are in no shard (group 2 of 3 absent; the first: "
-        f"b-stock): {other} is group 2, but ran vLLM 0.32.0, not 0.33.0"
+        f"matrix merge: refused: group 2 of 3 absent (given: {given}): {other} is group 2, but "
+        "ran vLLM 0.32.0, not 0.33.0"
     ]
     (tmp_path / "many").mkdir()
-    many = write_shard(tmp_path / "many", 1, [cell("a")], three, splits=9)
+    many = write_shard(tmp_path / "many", 1, [cell("a")], splits=9)
     status, lines = merge(capsys, many)
-    assert lines[-1].endswith("(group 2-9 of 9 absent; the first: b-stock)")
+    assert lines[-1] == f"matrix merge: refused: group 2-9 of 9 absent (given: {many})"
 
 
 def deep(path: Path) -> Path:

@@ -104,7 +104,7 @@ def test_xdist_gives_the_same_cells(inline: pytest.Pytester, xdist_shard: Path) 
     assert serial.ret == 0
     reports = [json.loads(p.read_text()) for p in (inline.path / "serial.json", xdist_shard)]
     assert reports[0] == reports[1]
-    assert 0 < len(reports[0]["cells"]) < len(reports[0]["shard"]["selected"])
+    assert reports[0]["cells"]
 
 
 TABLE_FILES = (

@@ -15,12 +15,12 @@ import pytest
 from matrix.__main__ import main
 from matrix.case.expansion import cells_from_file
 from matrix.report.info import run_info
-from matrix.report.merge import MergeError, load_shard, merge_shards
+from matrix.report.merge import MergeError, cell_id, load_shard, merge_shards
 from matrix.runner.plan import PlanError, plan_run
 from tests.helpers import CASES, SUBSET, XDIST_VARIANTS, forked_main, needs_vllm
 
 INI = "[pytest]\nmatrix_cases = cases\n"
-SHARDED = ("single_group.yaml", "mamba_align.yaml")  # one group and Mamba: 35 cells
+SHARDED = ("single_group.yaml", "mamba_align.yaml", "mamba_none.yaml")  # a file a shard
 
 
 def without_digest(path: Path) -> dict[str, Any]:
@@ -119,10 +119,16 @@ def test_shards_on_xdist_workers_record_the_whole_run(xdist_shard: Path) -> None
     """pytest-xdist's controller collects nothing: a shard run on xdist's workers (a GPU each,
     on CI) still records the run's whole selection, so its shards merge."""
     shard = load_shard(xdist_shard)
-    cells = [cell for name in SUBSET for cell in cells_from_file(CASES / name)]
-    chosen = [cell for cell in cells if cell.variant in XDIST_VARIANTS]
-    assert len(shard.shard.selected) == len(chosen)
-    assert 0 < len(shard.cells) < len(shard.shard.selected)  # this group's
+    by_file = {
+        name: [c.test_id for c in cells_from_file(CASES / name) if c.variant in XDIST_VARIANTS]
+        for name in SUBSET
+    }
+    ran = {cell_id(c) for c in shard.cells}
+    # Whole files, not all of them, as the workers collected them; and the run's selection.
+    assert set(shard.shard.selected) == ran
+    assert all(ran.issuperset(ids) or ran.isdisjoint(ids) for ids in by_file.values())
+    assert 0 < len(ran) < sum(map(len, by_file.values()))
+    assert len(shard.shard.selection) == 16
 
 
 def cell(case: str, variant: str = "stock", digest: str = "d1") -> dict[str, Any]:
@@ -145,24 +151,30 @@ def write_shard(
     folder: Path,
     group: int,
     cells: list[dict[str, Any]],
-    selected: list[str],
+    selected: list[str] | None = None,
     splits: int = 2,
     digest: str = "code1",
+    selection: str = "0123456789abcdef",
+    name: str | None = None,
 ) -> Path:
-    path = folder / f"vllm-0.33.0.shard-{group}-of-{splits}.json"
+    path = folder / (name or f"vllm-0.33.0.shard-{group}-of-{splits}.json")
+    if selected is None:
+        selected = [f"{c['case']}-{c['variant']}" for c in cells]
     report = {
         "vllm_version": "0.33.0",
         "ships": "fixed",
         "matrix_digest": digest,
         "cells": cells,
         "tightness": {},
-        "shard": {"group": group, "splits": splits, "selected": selected},
+        "shard": {
+            "group": group,
+            "splits": splits,
+            "selected": selected,
+            "selection": selection,
+        },
     }
     path.write_text(json.dumps(report))
     return path
-
-
-ALL = ["a-stock", "b-stock", "c-stock"]
 
 
 def merged(*paths: Path) -> int:
@@ -170,8 +182,8 @@ def merged(*paths: Path) -> int:
 
 
 def test_shards_that_make_the_run_merge(tmp_path: Path) -> None:
-    one = write_shard(tmp_path, 1, [cell("a"), cell("b")], ALL)
-    two = write_shard(tmp_path, 2, [cell("c")], ALL)
+    one = write_shard(tmp_path, 1, [cell("a"), cell("b")])
+    two = write_shard(tmp_path, 2, [cell("c")])
     assert merged(one, two) == 3
 
 
@@ -180,9 +192,13 @@ def test_shards_that_make_the_run_merge(tmp_path: Path) -> None:
     [
         ({"group": 1}, r"both group 1 of 2: shards overlap"),
         ({"cells": [cell("b"), cell("c")]}, r"b-stock is in .* and in .*: shards overlap"),
-        ({"cells": []}, r"1 of 3 cells are in no shard \(the first: c-stock\)"),
+        (
+            {"cells": [], "selected": ["c-stock"]},
+            r"1 of its 1 selected cells are not in it \(the first: c-stock\)",
+        ),
+        ({"selected": []}, r"c-stock was not selected by the run it is from"),
         ({"digest": "code2"}, r"different matrix code \(code1 vs code2\)"),
-        ({"selected": ALL[:2]}, r"selected different cells"),
+        ({"selection": "fedcba9876543210"}, r"shards of different selections"),
         ({"splits": 3}, r"different splits"),
         (
             {"cells": [cell("c", digest="d2"), cell("a", "none", digest="d2")]},
@@ -195,8 +211,8 @@ def test_shards_that_are_not_one_run_are_refused_in_one_line(
 ) -> None:
     (tmp_path / "1").mkdir()
     (tmp_path / "2").mkdir()
-    one = write_shard(tmp_path / "1", 1, [cell("a"), cell("b")], ALL)
-    options: dict[str, Any] = {"group": 2, "cells": [cell("c")], "selected": ALL}
+    one = write_shard(tmp_path / "1", 1, [cell("a"), cell("b")])
+    options: dict[str, Any] = {"group": 2, "cells": [cell("c")]}
     options.update(second)
     two = write_shard(tmp_path / "2", **options)
     with pytest.raises(MergeError, match=refusal) as refused:
@@ -205,9 +221,34 @@ def test_shards_that_are_not_one_run_are_refused_in_one_line(
 
 
 def test_a_missing_group_is_named(tmp_path: Path) -> None:
-    one = write_shard(tmp_path, 1, [cell("a"), cell("b")], ALL)
+    one = write_shard(tmp_path, 1, [cell("a"), cell("b")])
     with pytest.raises(MergeError, match=r"group 2 of 2 absent"):
         merged(one)
+
+
+def test_a_shard_without_its_run_s_selection_is_refused(tmp_path: Path) -> None:
+    old = write_shard(tmp_path, 1, [cell("a")])
+    report = json.loads(old.read_text())
+    del report["shard"]["selection"]  # as a shard of the matrix before selection digests
+    old.write_text(json.dumps(report))
+    with pytest.raises(MergeError, match=r"shard.selection: None is not a selection digest"):
+        load_shard(old)
+
+
+def test_a_folder_s_shards_are_known_by_their_field_and_the_rest_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shard saved under another name still counts; a release's report beside the shards
+    is skipped, and the merge says which files it skipped."""
+    write_shard(tmp_path, 1, [cell("a")])
+    write_shard(tmp_path, 2, [cell("b")], name="shard2.json")
+    (tmp_path / "vllm-0.33.0.json").write_text(
+        json.dumps({"vllm_version": "0.33.0", "ships": "fixed", "cells": [], "tightness": {}})
+    )
+    assert main(["merge", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "matrix merge: skipped " in out and "vllm-0.33.0.json: not a shard report" in out
+    assert "merged 2 shards, 2 cells" in out
 
 
 def test_merge_says_what_is_wrong_with_a_file_in_one_line(
@@ -246,10 +287,10 @@ def test_the_run_plan(
     assert not {"-n", "--splits", "--group"} & set(plan.pytest_args)
 
 
-def test_a_shard_s_workers_are_the_finer_groups_inside_it() -> None:
+def test_a_shard_s_workers_are_given_the_shard() -> None:
     plan = plan_run(["--splits", "3", "--group", "2", "-n", "2"], environ={}, cpus=2)
-    assert plan.worker_groups() == ((3, 4), 6)
-    assert plan_run(["-n", "4"], environ={}, cpus=2).worker_groups() == ((1, 2, 3, 4), 4)
+    assert plan.shard_args() == ["--splits=3", "--group=2"]
+    assert plan_run(["-n", "4"], environ={}, cpus=2).shard_args() == []
 
 
 def test_several_visible_gpus_keep_xdist_workers() -> None:

@@ -244,6 +244,11 @@ def _job(request: dict[str, Any], streams: list[int]) -> None:
         os.environ.update(request["env"])
         for name in [n for n in sys.modules if n == "matrix" or n.startswith("matrix.")]:
             del sys.modules[name]
+        # A server in a pytest session (the suite's) has its assertion rewriter on the import
+        # path; the job is a program of its own, which imports as a fresh interpreter does.
+        from _pytest.assertion.rewrite import AssertionRewritingHook
+
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, AssertionRewritingHook)]
         sys.path.insert(0, request["cwd"])
         sys.argv = ["-m", *request["argv"]]
         runpy.run_module("matrix", run_name="__main__", alter_sys=True)

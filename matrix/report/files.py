@@ -31,16 +31,23 @@ SHARD_FIELD = "shard"  # a shard report's record of its part of the run (report/
 
 @dataclass(frozen=True)
 class Shard:
-    """Which part of a run a report holds: group ``group`` of ``splits``, out of ``selected``
-    (every cell's id, ``case-variant``, that the run selected before splitting)."""
+    """Which part of a run a report holds: group ``group`` of ``splits``, whose files gave the
+    cells ``selected`` (their ids, ``case-variant``), of the run whose whole selection (every
+    file it collects, the code, ``-k``, ``-m``, the variants) has the digest ``selection``."""
 
     group: int
     splits: int
     selected: tuple[str, ...]
+    selection: str
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``shard`` field."""
-        return {"group": self.group, "splits": self.splits, "selected": list(self.selected)}
+        return {
+            "group": self.group,
+            "splits": self.splits,
+            "selected": list(self.selected),
+            "selection": self.selection,
+        }
 
 
 def terminal_lines(

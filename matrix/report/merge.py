@@ -1,15 +1,19 @@
-"""Shards: one release's cells split across CI jobs (pytest-split's ``--splits N --group K``),
-each writing a JSON report that records its shard, merged back into the release's report.
+"""Shards: one release's cells split across CI jobs (``--splits N --group K``: whole files
+each, :mod:`matrix.case.split`), each writing a JSON report that records its shard, merged back
+into the release's report.
 
 A shard report is a release report with a ``shard`` field: its group, the number of groups,
-and every cell the run selected before the split (after ``-k`` and ``-m``), so the merge can
-tell a missing shard from a smaller run. :func:`merge_shards` refuses, in one line, shards
-that overlap, leave cells out, or were written by different matrix code, another vLLM or
-other case files; what it returns is exactly what a single run of those cells would report.
+the cells its files gave (after ``-k`` and ``-m``), and the digest of the run's whole selection
+(every file the run collects, the code, ``-k``, ``-m``, the variants), so the merge can tell a
+missing shard from a smaller run, and shards of two runs apart. :func:`merge_shards` refuses,
+in one line, shards that overlap, leave cells or groups out, or were written by different
+matrix code, another vLLM or other files; what it returns is exactly what a single run of
+those cells would report.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +34,15 @@ from matrix.report.files import (
 )
 from matrix.report.report_data import ReportError, read_report
 
-SHARD_GLOB = "*.shard-*-of-*.json"  # how `python -m matrix run` names a shard's report
+SELECTION = re.compile(r"[0-9a-f]{16}")  # a selection digest (matrix.case.split)
 
 
 class MergeError(Exception):
     """Shards that cannot be merged; the message is one line."""
+
+
+class NotAShard(MergeError):
+    """A report that is not a shard's (a release's own, say)."""
 
 
 def cell_id(cell: CellResult) -> str:
@@ -80,7 +88,7 @@ def load_shard(path: Path) -> ShardReport:
         raise MergeError(str(error)) from None
     shard = report.data.get(SHARD_FIELD)
     if not isinstance(shard, dict):
-        raise MergeError(
+        raise NotAShard(
             f"{path}: not a shard report (no '{SHARD_FIELD}' field: run it with "
             "--splits N --group K)"
         )
@@ -88,10 +96,15 @@ def load_shard(path: Path) -> ShardReport:
 
 
 def _shard(path: Path, shard: dict[str, Any]) -> Shard:
-    """A report's ``shard`` field: group K of N (at most the finest split a run makes), and
-    the selected cells' ids."""
+    """A report's ``shard`` field: group K of N (at most the finest split a run makes), its
+    selected cells' ids, and its run's selection digest."""
     splits, group = (_whole(path, key, shard.get(key)) for key in ("splits", "group"))
-    selected = shard.get("selected")
+    selected, selection = shard.get("selected"), shard.get("selection")
+    if not isinstance(selection, str) or SELECTION.fullmatch(selection) is None:
+        raise MergeError(
+            f"{path}: shard.selection: {selection!r:.40} is not a selection digest (a shard "
+            "written by an older matrix: run it again)"
+        )
     most = MAX_SPLITS * MAX_WORKERS
     if not 1 <= splits <= most:
         raise MergeError(f"{path}: shard.splits: {splits:,} groups, not 1 ... {most:,}")
@@ -104,7 +117,7 @@ def _shard(path: Path, shard: dict[str, Any]) -> Shard:
             raise MergeError(
                 f"{path}: shard.selected.{index}: {name!r:.60} is not a cell id (case-variant)"
             )
-    return Shard(group, splits, tuple(selected))
+    return Shard(group, splits, tuple(selected), selection)
 
 
 def _whole(path: Path, key: str, value: Any) -> int:
@@ -113,12 +126,29 @@ def _whole(path: Path, key: str, value: Any) -> int:
     return value
 
 
-def shard_paths(paths: Iterable[Path]) -> list[Path]:
-    """Files as given; a directory contributes its shard reports (``*.shard-K-of-N.json``)."""
-    found: list[Path] = []
+def shard_paths(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
+    """Files as given, and every JSON file of a directory given; each with whether it was
+    named (a named file must be a shard; a folder's other reports are skipped, and said so)."""
+    found: list[tuple[Path, bool]] = []
     for path in paths:
-        found += sorted(path.glob(SHARD_GLOB)) if path.is_dir() else [path]
+        found += (
+            [(p, False) for p in sorted(path.glob("*.json"))] if path.is_dir() else [(path, True)]
+        )
     return found
+
+
+def load_shards(found: Sequence[tuple[Path, bool]]) -> tuple[list[ShardReport], list[str]]:
+    """The shard reports among ``found``, and a line for each file of a folder that is not one
+    (a shard is known by its ``shard`` field, whatever its file is called)."""
+    loaded, skipped = [], []
+    for path, named in found:
+        try:
+            loaded.append(load_shard(path))
+        except NotAShard as error:
+            if named:
+                raise
+            skipped.append(str(error))
+    return loaded, skipped
 
 
 def by_release(reports: Sequence[ShardReport]) -> dict[str, list[ShardReport]]:
@@ -138,16 +168,12 @@ def merge_shards(reports: Sequence[ShardReport], others: Sequence[ShardReport] =
     are the shards given for other releases: an absent group among them ran another vLLM."""
     merged = combine_shards(reports)
     first = reports[0]
-    selected = set(first.shard.selected)
-    present = {cell_id(cell) for cell in merged.cells}
-    missing = sorted(selected - present)
-    if missing:
-        groups = {report.shard.group for report in reports}
-        absent = sorted(set(range(1, first.shard.splits + 1)) - groups)
-        which = f"group {pool_ranges(absent)} of {first.shard.splits} absent; " if absent else ""
+    groups = {report.shard.group for report in reports}
+    absent = sorted(set(range(1, first.shard.splits + 1)) - groups)
+    if absent:
         raise MergeError(
-            f"{len(missing)} of {len(selected)} cells are in no shard ({which}the first: "
-            f"{missing[0]}){_elsewhere(first, absent, others)}"
+            f"group {pool_ranges(absent)} of {first.shard.splits} absent (given: "
+            f"{', '.join(str(r.path) for r in reports)}){_elsewhere(first, absent, others)}"
         )
     return merged
 
@@ -156,8 +182,8 @@ def _elsewhere(first: ShardReport, absent: Sequence[int], others: Sequence[Shard
     """Where an absent group is a shard of the same split and selection on another vLLM:
     that shard's release differs, which is what to say, not only that the group is absent."""
     for other in others:
-        split = (other.shard.splits, other.shard.selected)
-        if split == (first.shard.splits, first.shard.selected) and other.shard.group in absent:
+        split = (other.shard.splits, other.shard.selection)
+        if split == (first.shard.splits, first.shard.selection) and other.shard.group in absent:
             return (
                 f": {other.path} is group {other.shard.group}, but ran vLLM "
                 f"{other.info.vllm_version}, not {first.info.vllm_version}"
@@ -183,6 +209,7 @@ def combine_shards(reports: Sequence[ShardReport]) -> Merged:
                 f"{report.shard.group} of {report.shard.splits}: shards overlap"
             )
         groups[report.shard.group] = report.path
+        _holds_its_selection(report)
         for cell in report.cells:
             name = cell_id(cell)
             if name in owner:
@@ -194,12 +221,23 @@ def combine_shards(reports: Sequence[ShardReport]) -> Merged:
                     f"{where} and {report.path} ran different versions of case {cell.case} "
                     f"(case digests {seen} vs {cell.case_digest}): a case file changed in between"
                 )
-    selected = set(first.shard.selected)
-    extra = sorted(owner.keys() - selected)
-    if extra:
-        raise MergeError(f"{owner[extra[0]]}: {extra[0]} was not selected by the run it is from")
     cells = tuple(cell for report in reports for cell in report.cells)
     return Merged(first.info, cells, tuple(r.path for r in reports))
+
+
+def _holds_its_selection(report: ShardReport) -> None:
+    """A shard's cells are exactly the ones its files gave: none missing (a worker that died
+    part way), none it did not select."""
+    selected = set(report.shard.selected)
+    present = {cell_id(cell) for cell in report.cells}
+    missing, extra = sorted(selected - present), sorted(present - selected)
+    if missing:
+        raise MergeError(
+            f"{report.path}: {len(missing)} of its {len(selected)} selected cells are not in it "
+            f"(the first: {missing[0]})"
+        )
+    if extra:
+        raise MergeError(f"{report.path}: {extra[0]} was not selected by the run it is from")
 
 
 def _same_run(first: ShardReport, other: ShardReport) -> None:
@@ -218,9 +256,10 @@ def _same_run(first: ShardReport, other: ShardReport) -> None:
             f"{pair} are from different splits ({first.shard.splits} vs {other.shard.splits} "
             "groups)"
         )
-    if set(first.shard.selected) != set(other.shard.selected):
+    if first.shard.selection != other.shard.selection:
         raise MergeError(
-            f"{pair} selected different cells (other case files, -k or -m): not one run's shards"
+            f"{pair} are shards of different selections (other files or file contents, -k, -m "
+            "or variants): not one run's shards"
         )
 
 
@@ -228,15 +267,19 @@ def main(paths: Sequence[Path], out: Path) -> int:
     """``python -m matrix merge``: each release's shards merged into ``out/vllm-<version>.md``
     and ``.json``, its tables printed; 2 when shards are refused, 1 when a merged cell differs
     from its case or every cell of a case was skipped (as the run itself would fail)."""
-    files = shard_paths(paths)
-    if not files:
+    found = shard_paths(paths)
+    if not found:
         print(f"matrix merge: no shard reports in {', '.join(map(str, paths))}")
         return 2
     if out.exists() and not out.is_dir():
         print(f"matrix merge: --out {out}: not a folder")
         return 2
     try:
-        loaded = [load_shard(path) for path in files]
+        loaded, skipped = load_shards(found)
+        for line in skipped:
+            print(f"matrix merge: skipped {line}")
+        if not loaded:
+            raise MergeError(f"no shard reports in {', '.join(map(str, paths))}")
         grouped = by_release(loaded)
         # The release with most shards first: a shard of its run on another vLLM is named.
         done = {

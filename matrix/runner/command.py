@@ -22,7 +22,6 @@ from matrix.installed import installed_source, installed_vllm_version
 from matrix.report.files import REPORT_SUFFIXES, Shard, print_summary, write_report
 from matrix.report.merge import (
     MergeError,
-    combine_shards,
     load_shard,
     merge_shards,
     report_stem,
@@ -71,7 +70,7 @@ def run_command(pytest_args: Sequence[str]) -> int:
 
 def _shard_args(plan: RunPlan, outputs: list[Path]) -> list[str]:
     """pytest's arguments for one process's run: the reports, the split, xdist's workers."""
-    split = [f"--splits={plan.shard[1]}", f"--group={plan.shard[0]}"] if plan.shard else []
+    split = plan.shard_args()
     junit = [f"--junitxml={p}" for p in outputs if p.suffix == ".xml"]
     reports = [f"--matrix-report={p}" for p in outputs if p.suffix != ".xml"]
     workers = ["-n", str(plan.workers)] if plan.xdist else []
@@ -103,11 +102,12 @@ def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
     """The workers forked from this process, which imported vLLM; their reports combined and
     written, the tables printed."""
     began = time.monotonic()
-    groups, splits = plan.worker_groups()
+    splits = plan.workers
     with tempfile.TemporaryDirectory(prefix="matrix-workers-") as scratch:
         try:
             junit = any(p.suffix == ".xml" for p in outputs)
-            workers = fork_workers(pytest_args, groups, splits, Path(scratch), junit)
+            args = [*pytest_args, *plan.shard_args()]
+            workers = fork_workers(args, splits, Path(scratch), junit)
             results = wait_for(workers)
         except KeyboardInterrupt:
             print("matrix: interrupted", file=sys.stderr)
@@ -118,12 +118,15 @@ def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
         code = exit_code(results)
         try:
             reports = [load_shard(r.report) for r in results if r.report.is_file()]
-            merged = (combine_shards if plan.shard else merge_shards)(reports)
+            merged = merge_shards(reports)  # the workers' shares make this run, or CI shard
         except MergeError as error:
             print(f"matrix: the workers' reports do not make the run: {error}", file=sys.stderr)
             return code or int(pytest.ExitCode.INTERNAL_ERROR)
+        selected = tuple(c for r in reports for c in r.shard.selected)
         shard = (
-            Shard(plan.shard[0], plan.shard[1], reports[0].shard.selected) if plan.shard else None
+            Shard(plan.shard[0], plan.shard[1], selected, reports[0].shard.selection)
+            if plan.shard
+            else None
         )
         xml = [p for p in outputs if p.suffix == ".xml"]
         if xml:

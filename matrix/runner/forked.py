@@ -2,8 +2,9 @@
 per machine, not once per worker.
 
 The process imports vLLM through the adapter's selection, then forks ``workers`` children.
-Each child is one group of a pytest-split split of the run's cells (``--splits``/``--group``,
-so a CI shard's workers are the finer groups inside its own), runs ``pytest.main`` with its
+Each child is one worker's share of the run's files (``--matrix-worker W/M``, within the CI
+shard's own, ``--splits``/``--group``, when it is one: whole files, matrix.case.split), runs
+``pytest.main`` with its
 output in a log file, and writes its cells as a shard report; each finished test sends one
 letter up a pipe for the progress line. The parent prints the progress, then what failed, and
 returns the reports for ``report/merge.py`` to combine, exactly as it combines CI shards.
@@ -82,15 +83,15 @@ def import_vllm_once() -> float:
 
 
 def fork_workers(
-    pytest_args: Sequence[str], groups: Sequence[int], splits: int, folder: Path, junit: bool
+    pytest_args: Sequence[str], splits: int, folder: Path, junit: bool
 ) -> list[Worker]:
-    """Forks one worker per group of ``splits``; each runs ``pytest_args`` on its group and
+    """Forks ``splits`` workers; each runs ``pytest_args`` on its share of the files and
     writes its shard report in ``folder`` (and, with ``junit``, its JUnit XML beside it)."""
     folder.mkdir(parents=True, exist_ok=True)
     workers = []
     sys.stdout.flush()
     sys.stderr.flush()
-    for group in groups:
+    for group in range(1, splits + 1):
         log = folder / f"worker-{group}-of-{splits}.log"
         report = folder / f"worker-{group}-of-{splits}.json"
         read, write = os.pipe()
@@ -115,8 +116,7 @@ def _worker(
             os.dup2(output.fileno(), 2)
             args = [
                 *pytest_args,
-                f"--splits={splits}",
-                f"--group={group}",
+                f"--matrix-worker={group}/{splits}",
                 f"--matrix-report={report}",
                 "--matrix-no-tables",
             ]

@@ -44,12 +44,9 @@ class RunPlan:
         """Whether workers are forked from this process after vLLM's import."""
         return self.workers > 1 and not self.xdist
 
-    def worker_groups(self) -> tuple[tuple[int, ...], int]:
-        """The pytest-split groups this run's workers take, and into how many the cells are
-        split: a shard K of N with W workers is groups (K-1)W+1 ... KW of NW."""
-        group, splits = self.shard or (1, 1)
-        first = (group - 1) * self.workers
-        return tuple(range(first + 1, first + self.workers + 1)), splits * self.workers
+    def shard_args(self) -> list[str]:
+        """pytest's arguments for this run's CI shard (none for a whole run)."""
+        return [f"--splits={self.shard[1]}", f"--group={self.shard[0]}"] if self.shard else []
 
 
 def _workers(value: str, cpus: int) -> int:
