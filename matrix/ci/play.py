@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import json
 import os
 import re
@@ -34,7 +33,6 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -118,14 +116,11 @@ def _forks(options: Options) -> contextlib.AbstractContextManager[ForkServer | N
     if not options.here or options.fresh:
         return contextlib.nullcontext()
     from matrix.installed import installed_vllm_version
-    from matrix.runner.forked import import_vllm_once
+    from matrix.runner.forked import import_pytest_plugins, import_vllm_once
 
     if installed_vllm_version() is not None:
         print(f"play: vLLM imported in {import_vllm_once():.1f} s, once for every job", flush=True)
-    for plugin in metadata.entry_points(group="pytest11"):
-        if plugin.module.split(".")[0] != "matrix":  # the job imports its checkout's
-            with contextlib.suppress(Exception):  # the job's pytest says what is wrong
-                importlib.import_module(plugin.module)
+    import_pytest_plugins(leave="matrix")  # the job imports its checkout's own
     return ForkServer()
 
 

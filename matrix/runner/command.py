@@ -32,6 +32,7 @@ from matrix.runner.forked import (
     exit_code,
     failure_text,
     fork_workers,
+    import_pytest_plugins,
     import_vllm_once,
     wait_for,
 )
@@ -63,6 +64,7 @@ def run_command(pytest_args: Sequence[str]) -> int:
     print(f"matrix: importing vLLM {version} ...", flush=True)
     print(f"matrix: imported in {import_vllm_once():.1f} s", flush=True)
     if plan.forked:
+        import_pytest_plugins()
         return _forked(plan, [*common, *plan.pytest_args], outputs)
     args = [*common, *_shard_args(plan, outputs), *plan.pytest_args]
     return int(pytest.main(args))
