@@ -16,6 +16,7 @@ from matrix.adapters.protocol import VersionAdapter
 from matrix.case.expansion import Cell, cells_from_file
 from matrix.case.loading import CaseFileError, claim_name
 from matrix.judge.result import CellResult, errored_result, skipped_result
+from matrix.report.gallery import PictureChoice
 from matrix.run.variants import Variant
 from matrix.variant_names import BuiltInVariant
 
@@ -28,6 +29,8 @@ ships_key = pytest.StashKey[BuiltInVariant]()
 names_key = pytest.StashKey[dict[str, tuple[Path, str]]]()  # case name -> its first file
 # The run's variants by name: the built-ins, then the user's (entry points, --matrix-variant).
 variants_key = pytest.StashKey[dict[str, Variant]]()
+# Which failing cells this process pictures (their pictured pools run again, block by block).
+pictures_key = pytest.StashKey[PictureChoice]()
 # Whether a file is another part's of a split run (named on the command line, it is collected
 # all the same, and gives nothing).
 foreign_key = pytest.StashKey[Callable[[Path], bool]]()
@@ -130,7 +133,10 @@ class CellItem(pytest.Item):
         adapter = self.config.stash[adapter_key]
         variant = self.config.stash[variants_key][self.cell.variant]
         verdict = judge_run(run_cell(adapter, self.cell, variant))
-        # A failing cell's picture: its first failing pool and its fit, run again block by block.
+        result = result_of(self.cell, verdict)
+        if not self.config.stash[pictures_key].wants(result, str(self.path)):
+            return result
+        # A pictured cell: its first failing pool and its fit, run again block by block.
         steps = record_steps(adapter, self.cell, variant, drawn_pools(verdict))
         return result_of(self.cell, verdict, steps)
 

@@ -34,3 +34,6 @@ Severity = Literal[
     "expectation",
     "undersized",
 ]
+# Severities a reader must hear of even when a case expects them (the reports' findings): an
+# engine that hangs or breaks, or one vLLM starts that cannot finish what it accepted.
+SEVERE: tuple[Severity, ...] = ("deadlock", "leak", "error", "timeout", "sizer")

@@ -23,6 +23,7 @@ from matrix.items import (
     CaseFileCollector,
     CellItem,
     foreign_key,
+    pictures_key,
     ships_key,
     variants_key,
     without_cell_record,
@@ -37,6 +38,7 @@ from matrix.report.files import (
     summary_lines,
     write_report,
 )
+from matrix.report.gallery import PictureChoice, available, full_gallery
 from matrix.report.tables import sort_cells
 from matrix.run.user_variants import VariantLoadError, run_variants
 
@@ -87,6 +89,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "gives each forked worker one",
     )
     group.addoption(
+        "--matrix-draw-ahead",
+        action="store_true",
+        default=False,
+        help="draw this process's cells' pictures into the picture store at its end (python "
+        "-m matrix run's forked workers, for the report their parent writes)",
+    )
+    group.addoption(
         "--matrix-cases",
         action="store_true",
         default=False,
@@ -124,6 +133,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
     config.stash[split_key] = run_split(config)
     config.stash[foreign_key] = config.stash[split_key].ignores
+    config.stash[pictures_key] = PictureChoice(available(), full_gallery())
+    if getattr(config.option, "dist", "no") == "load":  # xdist: a case file to one worker
+        config.option.dist = "loadfile"
     pin_worker_gpu(config.getoption("matrix_gpus"))
 
 
@@ -323,6 +335,10 @@ def pytest_terminal_summary(
     for path in config.getoption("matrix_report"):
         write_report(Path(path), cells, info, shard)
         terminalreporter.write_line(f"matrix report written to {path}")
+    if cells and config.getoption("matrix_draw_ahead") and available():
+        from matrix.report.drawing import draw_ahead
+
+        draw_ahead(cells, info.vllm_version or "unknown")
 
 
 def _shard(config: pytest.Config) -> Shard | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +298,22 @@ def test_pictures_drawn_in_other_processes_are_the_same(monkeypatch: pytest.Monk
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     assert drawing.draw_all(planned, CELLS, "0.33.0") == here
     drawing._drawn.clear()
+
+
+def test_a_run_pictures_what_a_reader_looks_at_unless_asked_for_every_failing_cell() -> None:
+    """By default: a cell against its expectation, a finding's, and the first of each kind
+    and severity in a case file; ``MATRIX_PICTURES=all`` every failing cell; off none."""
+    stall = failing_cell(variant="none")
+    again = failing_cell(variant="original")
+    other = replace(failing_cell(variant="group_count"), kind="not_admitted")
+    deadlock = failing_cell(variant="all_groups", severity="deadlock")
+    wrong = replace(failing_cell(variant="fixed"), as_expected=False)
+    passing = passing_cell(variant="stock")
+    cells = [stall, again, other, deadlock, wrong, passing]
+    read = gallery.PictureChoice(drawn=True, everything=False)
+    assert [read.wants(c, "a.yaml") for c in cells] == [True, False, True, True, True, False]
+    assert read.wants(again, "b.yaml")  # another case file's first
+    everything = gallery.PictureChoice(drawn=True, everything=True)
+    assert [everything.wants(c, "a.yaml") for c in cells] == [True] * 5 + [False]
+    off = gallery.PictureChoice(drawn=False, everything=True)
+    assert not any(off.wants(c, "a.yaml") for c in cells)

@@ -19,7 +19,7 @@ from matrix.installed import cache_base
 from matrix.judge.result import CellResult
 from matrix.report import cell_pictures, figures, gallery, tables
 from matrix.report import pictures as picture_code
-from matrix.report.gallery import Picture, cells_of
+from matrix.report.gallery import Picture, cells_of, planned
 from matrix.report.pictures import Job, draw_job
 
 # Pictures are drawn in up to this many processes, each given at least PER_PROCESS of them
@@ -60,12 +60,21 @@ _drawn: dict[str, str] = {}
 _drawn_for: list[int] = []  # what they were drawn from (the cells and the release, hashed)
 
 
+def draw_ahead(cells: Sequence[CellResult], release: str) -> None:
+    """The cells' own pictures drawn here, into the picture store: a forked worker's, while
+    the other workers still run cells, so that the report its parent writes from every
+    worker's cells finds them drawn (the heat map and the models' strips, drawn from every
+    cell, are the parent's)."""
+    draw_all([p for p in planned(cells) if p.cell is not None], cells, release, here=True)
+
+
 def draw_all(
-    pictures: Sequence[Picture], cells: Sequence[CellResult], release: str
+    pictures: Sequence[Picture], cells: Sequence[CellResult], release: str, here: bool = False
 ) -> dict[str, str]:
     """Every picture's SVG by name, drawn in a process per core (up to four) when there are
-    many; kept for the next file of the same report, and on disk for the next report that
-    draws the same picture (drawing is deterministic: the same inputs, the same file)."""
+    many (``here``: in this process); kept for the next file of the same report, and on disk
+    for the next report that draws the same picture (drawing is deterministic: the same
+    inputs, the same file)."""
     key = hash((tuple(cells), release))
     if _drawn_for != [key]:
         _drawn.clear()
@@ -77,7 +86,7 @@ def draw_all(
     svgs = [stored.get(k) for k in keys]
     todo = [i for i, svg in enumerate(svgs) if svg is None]
     fresh = [jobs[i] for i in todo]
-    processes = min(PROCESSES, os.cpu_count() or 1, len(fresh) // PER_PROCESS)
+    processes = 1 if here else min(PROCESSES, os.cpu_count() or 1, len(fresh) // PER_PROCESS)
     drawn = _draw_elsewhere(fresh, processes) if processes > 1 else [draw_job(j) for j in fresh]
     for i, svg in zip(todo, drawn, strict=True):
         svgs[i] = svg

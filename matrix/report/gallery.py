@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matrix.judge.result import CellResult
+from matrix.outcomes import SEVERE
 from matrix.report.tables import sort_cells
 
 INSTALL_HINT = "pip install vllm-kv-matrix[pictures]"
@@ -45,8 +46,10 @@ SHADES: dict[str, str] = {
 
 
 # ``MATRIX_PICTURES=off`` turns pictures off where matplotlib is installed (CI's full runs,
-# whose pictures no one looks at; the pictures' own tests draw theirs).
+# whose pictures no one looks at; the pictures' own tests draw theirs); ``all`` draws the full
+# gallery: every failing cell, and the heat map of every case.
 SWITCH = "MATRIX_PICTURES"
+OFF, GALLERY = ("off", "0", "no"), "all"
 
 
 def installed() -> bool:
@@ -56,7 +59,40 @@ def installed() -> bool:
 
 def available() -> bool:
     """Whether pictures are drawn: matplotlib is installed and they are not switched off."""
-    return installed() and os.environ.get(SWITCH, "").lower() not in ("off", "0", "no")
+    return installed() and os.environ.get(SWITCH, "").lower() not in OFF
+
+
+def full_gallery() -> bool:
+    """Whether every failing cell is pictured (``MATRIX_PICTURES=all``), not only those a
+    reader looks at (:class:`PictureChoice`)."""
+    return os.environ.get(SWITCH, "").lower() == GALLERY
+
+
+class PictureChoice:
+    """Which failing cells a run pictures, decided as each cell ends (a pictured cell's
+    first failing pool and fit are run again, block by block): by default what a reader looks
+    at, the cells against their case's expectation, the findings' cells (a severe failure),
+    and the first cell of each case file with each kind and severity of failure; with the
+    full gallery every failing cell; none when pictures are off. A run holds each case file
+    in one process (whole files a worker, ``matrix.case.split``), in the file's order, so the
+    choice is the same however the run is split."""
+
+    def __init__(self, drawn: bool, everything: bool) -> None:
+        self.drawn = drawn
+        self.everything = everything
+        self._seen: set[tuple[str, str, str | None]] = set()
+
+    def wants(self, cell: CellResult, file: str) -> bool:
+        """Whether ``cell`` (of case file ``file``) is pictured; the first of its kind counts."""
+        if not self.drawn or cell.observed != "fail":
+            return False
+        if self.everything or not cell.as_expected or cell.severity in SEVERE:
+            return True
+        kind = (file, cell.kind, cell.severity)
+        if kind in self._seen:
+            return False
+        self._seen.add(kind)
+        return True
 
 
 def off_reason() -> str:

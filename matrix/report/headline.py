@@ -7,13 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from matrix.judge.result import CellResult, wholly_skipped
+from matrix.outcomes import SEVERE
 from matrix.report.tables import mismatches, variants_of
 from matrix.variant_names import TABLE_LABELS
 from matrix.wording import plural
 
-# Severities a reader must hear of even when a case expects them: an engine that hangs or
-# breaks, or one vLLM starts that cannot finish what it accepted.
-SEVERE = ("deadlock", "leak", "error", "timeout", "sizer")
 LISTED = 5  # cells named per finding; the rest are counted
 
 

@@ -108,7 +108,13 @@ def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
     with tempfile.TemporaryDirectory(prefix="matrix-workers-") as scratch:
         try:
             junit = any(p.suffix == ".xml" for p in outputs)
-            args = [*pytest_args, *plan.shard_args()]
+            # Pictures for a Markdown or HTML report: each worker draws its cells' own.
+            pictured = any(p.suffix in (".md", ".html") for p in outputs)
+            args = [
+                *pytest_args,
+                *plan.shard_args(),
+                *(["--matrix-draw-ahead"] if pictured else []),
+            ]
             workers = fork_workers(args, splits, Path(scratch), junit)
             results = wait_for(workers)
         except KeyboardInterrupt:
