@@ -51,6 +51,9 @@ class CellResult:
     # A failing cell's runs at its first failing pool and at its fit, block by block, for its
     # picture (matrix/run/steps.py); empty for every other cell.
     steps: tuple[PoolSteps, ...] = ()
+    # What each pool whose run finished cost: steps, preemptions, each load's admission and
+    # wait, a line a pool (matrix/judge/cost.py); a variant's against stock's in the reports.
+    costs: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data (a report's cell, an xdist report property)."""
@@ -72,6 +75,7 @@ class CellResult:
                 "failures": tuple(PoolFailure(**f) for f in data.get("failures", ())),
                 "swept": tuple(data.get("swept", ())),
                 "steps": tuple(PoolSteps.from_dict(s) for s in data.get("steps", ())),
+                "costs": tuple(data.get("costs", ())),
             }
         )
 
@@ -97,6 +101,7 @@ def result_of(cell: Cell, verdict: Verdict, steps: tuple[PoolSteps, ...] = ()) -
         severity=verdict.severity,
         swept=_swept(verdict),
         steps=steps,
+        costs=verdict.costs,
     )
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from matrix.frozen import fast_init
+from matrix.judge.cost import run_costs
 from matrix.judge.runs import RunKind, RunOutcome, classify_run
 from matrix.judge.severity import PoolFailure, pool_failures, worst
 from matrix.outcomes import Severity
@@ -35,6 +36,8 @@ class Verdict:
     startable_reason: str = ""
     failures: tuple[PoolFailure, ...] = ()
     severity: Severity | None = None
+    # What each pool whose run finished cost (matrix/judge/cost.py), a line a pool.
+    costs: tuple[str, ...] = ()
 
 
 def judge_run(run: CellRun) -> Verdict:
@@ -61,6 +64,7 @@ def judge_run(run: CellRun) -> Verdict:
         startable_reason=reason,
         failures=failures,
         severity=severity,
+        costs=run_costs(run.traces),
     )
 
 

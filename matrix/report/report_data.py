@@ -24,6 +24,7 @@ from matrix.case.expansion import CASE_ID
 from matrix.case.limits import MAX_REPORT_BYTES
 from matrix.case.reading import CaseFileError, read_json
 from matrix.installed import Source
+from matrix.judge.cost import PoolCost
 from matrix.judge.result import CellResult
 from matrix.releases import label_problem
 from matrix.report.info import RunInfo
@@ -130,6 +131,11 @@ def _name_problem(cell: CellResult) -> str | None:
         return f"case: {cell.case[:60]!r} is not a case id (name[axis=label,...])"
     if re.fullmatch(VARIANT_ID, cell.variant) is None:
         return f"variant: {cell.variant[:60]!r} is not a variant's name"
+    for index, text in enumerate(cell.costs):
+        try:
+            PoolCost.from_text(text)
+        except ValueError:
+            return f"costs.{index}: {text[:60]!r} is not a pool's cost (pool steps preemptions ...)"
     texts = {name: getattr(cell, name) for name in ("column", "detail", "source", "model")}
     texts |= {"case_digest": cell.case_digest, "startable_reason": cell.startable_reason}
     for name, value in texts.items():

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matrix.judge.result import CellResult
+from matrix.report.costs import cost_details, cost_table
 from matrix.report.models import model_details, models_table
 from matrix.report.tables import (
     Table,
@@ -95,4 +96,24 @@ def sections(cells: Sequence[CellResult]) -> list[Section]:
             tightness_table(cells),
         )
     )
+    found += cost_sections(cells)
     return found
+
+
+def cost_sections(cells: Sequence[CellResult]) -> list[Section]:
+    """What each variant costs against stock where both finished (matrix/report/costs.py)."""
+    table = cost_table(cells)
+    if not table[1]:
+        return []
+    guide = (
+        "At the pools where a cell and its case's stock cell both finished: how many of the "
+        "variant's cells took more steps to finish every request (the most more at one pool), "
+        "fewer, preempted more, or kept their loads waiting longer for admission."
+    )
+    details = cost_details(cells)
+    return [
+        Section("Cost against stock", guide, table),
+        Section(
+            "Cost against stock, cell by cell", "Each cell that cost other than stock.", details
+        ),
+    ]

@@ -1,0 +1,127 @@
+"""What a finished run cost, pool by pool: the steps until every request finished, the
+preemptions, and each asynchronous load's admission step and how many steps it waited for it;
+then a variant's cell against stock's, pool by pool. A variant that removes a stall may pay for
+it in steps or preemptions where both finish: the verdict says nothing of that, this does.
+
+Pure: from a run's trace, which records every step's request states. A cost travels in a cell's
+record as one line of text a pool (``PoolCost.to_text``), so reports stay small and exact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from matrix.adapters.protocol import LOADING
+from matrix.run.records import RunTrace
+
+_LOAD = re.compile(r"([A-Za-z0-9_.-]+)@(\d+)\+(\d+)")
+
+
+@dataclass(frozen=True)
+class LoadWait:
+    """An asynchronous load: its request, the step that admitted it, and the steps the
+    request waited before that step."""
+
+    request: str
+    admitted: int
+    waited: int
+
+
+@dataclass(frozen=True)
+class PoolCost:
+    """A finished run at one pool: steps, preemptions, loads."""
+
+    pool: int
+    steps: int
+    preemptions: int
+    loads: tuple[LoadWait, ...] = ()
+
+    @property
+    def waited(self) -> int:
+        """The steps every load waited, together."""
+        return sum(load.waited for load in self.loads)
+
+    def to_text(self) -> str:
+        """``pool steps preemptions request@admitted+waited ...``, e.g. ``13 9 0 a@1+0 b@4+3``."""
+        loads = "".join(f" {w.request}@{w.admitted}+{w.waited}" for w in self.loads)
+        return f"{self.pool} {self.steps} {self.preemptions}{loads}"
+
+    @classmethod
+    def from_text(cls, text: str) -> PoolCost:
+        """The cost :meth:`to_text` wrote; :class:`ValueError` for any other text."""
+        pool, steps, preemptions, *loads = text.split(" ")
+        waits = []
+        for load in loads:
+            matched = _LOAD.fullmatch(load)
+            if matched is None:
+                raise ValueError(f"{load[:40]!r} is not a load's request@admitted+waited")
+            request, admitted, waited = matched.groups()
+            waits.append(LoadWait(request, int(admitted), int(waited)))
+        return cls(int(pool), int(steps), int(preemptions), tuple(waits))
+
+
+def pool_cost(trace: RunTrace) -> PoolCost | None:
+    """The run's cost, when every request finished (None otherwise: the verdict judges it)."""
+    if trace.stopped != "finished" or not trace.steps:
+        return None
+    admitted: dict[str, int] = {}
+    for record in trace.steps:
+        for request in record.state.requests:
+            if request.status == LOADING:
+                admitted.setdefault(request.request_id, record.step)
+    last = trace.steps[-1]
+    # Every request is added before the first step: a load admitted at step k waited k - 1.
+    loads = tuple(LoadWait(name, step, step - 1) for name, step in admitted.items())
+    preemptions = sum(request.num_preemptions for request in last.state.requests)
+    return PoolCost(trace.pool, last.step, preemptions, loads)
+
+
+def run_costs(traces: Sequence[RunTrace]) -> tuple[str, ...]:
+    """A cell's costs as its record keeps them: a line for each pool whose run finished."""
+    return tuple(cost.to_text() for t in traces if (cost := pool_cost(t)) is not None)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A variant's cell against stock's at the pools both finished: the pools where it took
+    more steps, fewer, preempted more, fewer, and its loads waited longer; the largest change
+    of each (steps and preemptions: the variant's less stock's)."""
+
+    compared: tuple[int, ...]
+    slower: tuple[int, ...] = ()
+    faster: tuple[int, ...] = ()
+    more_preemptions: tuple[int, ...] = ()
+    fewer_preemptions: tuple[int, ...] = ()
+    longer_waits: tuple[int, ...] = ()
+    most_steps: int = 0  # the largest increase in steps (0: none)
+    least_steps: int = 0  # the largest decrease (0: none; negative otherwise)
+    most_preemptions: int = 0
+
+    @property
+    def same(self) -> bool:
+        """Whether the variant cost exactly what stock did wherever both finished."""
+        return not (self.slower or self.faster or self.more_preemptions)
+
+
+def difference(variant: Sequence[str], stock: Sequence[str]) -> Difference:
+    """A variant's costs against stock's, pool by pool (a pool either left unfinished is not
+    compared: a stall or a refusal is the verdict's to judge)."""
+    theirs = {cost.pool: cost for cost in map(PoolCost.from_text, stock)}
+    ours = {cost.pool: cost for cost in map(PoolCost.from_text, variant)}
+    pools = tuple(sorted(ours.keys() & theirs.keys()))
+    steps = {p: ours[p].steps - theirs[p].steps for p in pools}
+    preempted = {p: ours[p].preemptions - theirs[p].preemptions for p in pools}
+    waits = {p: ours[p].waited - theirs[p].waited for p in pools}
+    return Difference(
+        compared=pools,
+        slower=tuple(p for p in pools if steps[p] > 0),
+        faster=tuple(p for p in pools if steps[p] < 0),
+        more_preemptions=tuple(p for p in pools if preempted[p] > 0),
+        fewer_preemptions=tuple(p for p in pools if preempted[p] < 0),
+        longer_waits=tuple(p for p in pools if waits[p] > 0),
+        most_steps=max([0, *steps.values()]),
+        least_steps=min([0, *steps.values()]),
+        most_preemptions=max([0, *preempted.values()]),
+    )
