@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -105,9 +106,14 @@ def xdist_shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("xdist")
     report = folder / "vllm.shard-1-of-2.json"
     command = [sys.executable, "-m", "pytest", "-q", "-n", "1", *XDIST_RUN]
+    from matrix.report.gallery import SWITCH
+
+    # Pictures as a user sees them, as the tests reading the run have them (pictures_on).
+    environment = {name: value for name, value in os.environ.items() if name != SWITCH}
     done = subprocess.run(
         [*command, f"--matrix-report={report}"],
         cwd=folder,
+        env=environment,
         capture_output=True,
         text=True,
         timeout=600,
