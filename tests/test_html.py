@@ -10,11 +10,13 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
 from matrix.report import gallery
 from matrix.report.files import write_report
+from matrix.report.html import svg_data_url
 from tests.test_pictures import CELLS, INFO, failing_cell, passing_cell
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -63,9 +65,20 @@ def test_the_page_holds_everything_itself(tmp_path: Path) -> None:
         assert title in text
     assert "<details><summary>Cases x variants</summary>" in text
     assert "<script" not in text and "<link" not in text
-    assert not re.search(r'src="(?!data:)', text)  # every picture embedded
+    assert not re.search(r"src=[\"'](?!data:)", text)  # every picture embedded
     if gallery.available():
-        assert text.count("data:image/svg+xml;base64,") == len(gallery.planned(MODEL_CELLS))
+        assert text.count("data:image/svg+xml,") == len(gallery.planned(MODEL_CELLS))
+    # The case table's cells coloured as the heat map colours them.
+    assert '<td class="s-unpromotable">stall: unpromotable</td>' in text
+    assert f"td.s-unpromotable {{ background: {gallery.SHADES['unpromotable']};" in text
+
+
+def test_a_picture_is_embedded_as_it_is_drawn() -> None:
+    """The data URL, read back as a browser reads the attribute, is the SVG itself."""
+    svg = "<svg>&amp; 'a' \"b\" 100% #c\n</svg>"
+    attribute = f"<img src='{svg_data_url(svg)}'>"
+    value = html.unescape(re.search(r"src='([^']*)'", attribute).group(1))  # type: ignore[union-attr]
+    assert unquote(value.removeprefix("data:image/svg+xml,")) == svg
 
 
 def browse(*arguments: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

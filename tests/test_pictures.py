@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -229,7 +230,7 @@ def test_a_report_rewritten_from_its_json_is_the_same(tmp_path: Path) -> None:
         if path.suffix != ".json":
             assert (first / path).read_bytes() == (second / path).read_bytes(), path
     markdown = (first / "vllm-0.33.0.md").read_text()
-    assert "![Cases x variants, by severity](vllm-0.33.0/severity.svg)" in markdown
+    assert "![Worst severity per model and case file](vllm-0.33.0/severity.svg)" in markdown
     assert "in `vllm-0.33.0/cells/`" in markdown
 
 
@@ -317,3 +318,58 @@ def test_a_run_pictures_what_a_reader_looks_at_unless_asked_for_every_failing_ce
     assert [everything.wants(c, "a.yaml") for c in cells] == [True] * 5 + [False]
     off = gallery.PictureChoice(drawn=False, everything=True)
     assert not any(off.wants(c, "a.yaml") for c in cells)
+
+
+@needs_matplotlib
+def test_pictures_are_readable_at_the_pages_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each picture is at most as wide as the HTML page shows it (so it is not scaled down)
+    and no text in it is under 7 points (about 9 px there); the heat map of every case only
+    with the full gallery."""
+    model = [failing_cell("m[run=x]", model="m", column=None), passing_cell("m[run=y]")]
+    cells = [*CELLS, *model]
+    assert "severity-cases.svg" not in [p.name for p in gallery.planned(cells)]
+    monkeypatch.setenv(gallery.SWITCH, "all")
+    planned = gallery.planned(cells)
+    assert [p.name for p in planned][:3] == ["severity.svg", "severity-cases.svg", "pools-m.svg"]
+    for picture in planned:
+        svg = pictures.draw(picture, cells, "0.33.0")
+        width = float(re.search(r'<svg[^>]* width="([\d.]+)pt"', svg).group(1))  # type: ignore[union-attr]
+        assert width <= pictures.WIDEST * 72, picture.name
+        sizes = [float(size) for size in re.findall(r"font-size:([\d.]+)px", svg)]
+        assert sizes and min(sizes) >= 7, picture.name
+    strip = pictures.draw(planned[2], cells, "0.33.0")
+    assert ">run=x<" in strip and ">m[run=x]<" not in strip  # the model's name once, above
+
+
+def test_a_strips_rows_leave_out_the_models_name() -> None:
+    assert pictures.short_label("llama-3.1-8b[run=eagle1-aligned]", "llama-3.1-8b") == (
+        "run=eagle1-aligned"
+    )
+    assert pictures.short_label("m-devices[spec=k0]", "m") == "devices[spec=k0]"
+    assert pictures.short_label("other", "m") == "other"
+
+
+def test_the_heat_map_has_a_row_per_model_and_case_file() -> None:
+    model = [
+        failing_cell("m[run=x]", model="m", column=None),
+        replace(passing_cell("m[run=y]", variant="original"), model="m", column=None),
+    ]
+    groups = pictures.severity_groups([*CELLS, *model])
+    assert [label for label, _ in groups] == ["x.yaml (Multiple groups), 2 cases", "m, 2 cases"]
+    under_original = [c for c in groups[1][1] if c.variant == "original"]
+    assert pictures._square(under_original) == ("unpromotable", "1/2")
+    wrong = replace(passing_cell(), as_expected=False)
+    assert pictures._square([wrong]) == ("pass", "1/1!")
+
+
+@needs_matplotlib
+def test_smaller_svg_draws_the_same_paths() -> None:
+    """What matplotlib repeats is left out; the geometry is kept (the page's pixels were
+    compared in a browser when this was written: the same)."""
+    from matrix.report.figures import _path_data, smaller
+
+    assert _path_data("M 0 0 L 5 0 L 5 0 L 5 3 L 1 2 z") == "M0 0H5V3L1 2z"
+    assert _path_data("M 0 0 A 1 1 0 0 1 2 2") == "M 0 0 A 1 1 0 0 1 2 2"  # not matplotlib's
+    svg = pictures.draw(gallery.planned(CELLS)[-1], CELLS, "0.33.0")
+    assert "<!DOCTYPE" not in svg and '<g id="' not in svg and "<g>" not in svg
+    assert svg.count("<g") == svg.count("</g>") and smaller(svg) == svg

@@ -46,7 +46,7 @@ def test_cells_are_tests_with_reports(project: pytest.Pytester) -> None:
         ("original", "fail"),
         ("fixed", "pass"),
     }
-    assert "| Original | Fail |" in (project.path / "out" / "r.md").read_text()
+    assert "| Original (original) | Fail |" in (project.path / "out" / "r.md").read_text()
 
 
 def test_k_and_m_select_cells(project: pytest.Pytester) -> None:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from matrix.judge.result import CellResult
+from matrix.judge.severity import PoolFailure
 from matrix.report.files import RunInfo, markdown_report, write_report
 from matrix.report.gallery import available, planned
+from matrix.report.headline import reading_guide
+from matrix.report.markdown import COMMENT_LIMIT, budgeted
 from matrix.report.tables import case_table, summary_table
 
 INFO = RunInfo("0.33.0", ships="fixed")
@@ -58,7 +62,8 @@ def test_case_table_marks_cells_that_differ() -> None:
 def test_markdown_report(tmp_path: Path) -> None:
     text = markdown_report(CELLS, INFO)
     assert "| Implementation | Single group | Multiple groups |" in text
-    assert "| Original | Pass | Fail |" in text
+    assert "| Original (original) | Pass | Fail |" in text  # both names, once
+    assert text.index("## How to read this report") < text.index("## Summary")
     assert "expected to behave like `fixed`" in text
     assert "`multi[k=3]-original`: detail" in text
     write_report(tmp_path / "r.md", CELLS, INFO)
@@ -88,3 +93,47 @@ def test_skipped_cells_show_as_skip() -> None:
     assert summary_table([skipped])[1] == [["This fix", "Skip"]]
     mixed = [skipped, cell("mamba2", "Mamba none", "fixed", "pass")]
     assert summary_table(mixed)[1] == [["This fix", "Pass"]]
+
+
+def test_the_markdown_keeps_the_parts_that_fit_in_their_order() -> None:
+    """Each part takes its longest form that still fits, the first in the order first; a
+    part that does not fit whole is given in brief or as its line."""
+    head = "h" * 100
+    whole, brief, line = "a" * 40_000, "a" * 3_000, "a: elsewhere\n"
+    later = ["b" * 30_000, "b: elsewhere\n"]
+    assert budgeted(head, [[whole, brief, line], later], [0, 1]) == [whole, later[1]]
+    assert budgeted(head, [[whole, brief, line], later], [1, 0]) == [brief, later[0]]
+    too_big = ["c" * COMMENT_LIMIT, "c: elsewhere\n"]
+    assert budgeted(head, [too_big], [0]) == [too_big[1]]
+
+
+def test_the_summary_gives_the_upstream_names_and_the_variants() -> None:
+    _, rows = summary_table(CELLS, both_names=True)
+    assert [row[0] for row in rows] == ["Original (original)", "This fix (fixed)"]
+
+
+def test_the_headline_reconciles_the_summary_with_the_models() -> None:
+    """A Summary column's Pass and a model's ``unpromotable`` under the same variant, said
+    in one sentence from the cells: where the stalls lie against ``startable``."""
+    stall = replace(
+        cell("m[prompt=past]", None, "stock", "fail", "fail", "stall"),
+        model="m",
+        failures=(PoolFailure(7, "stall", "unpromotable"),),
+        startable=9,
+    )
+    table = cell("mamba", "Mamba align", "stock", "pass")
+    guide = reading_guide([table, stall])
+    assert guide[0] == (
+        "**Summary and Models.** Under `stock` the Summary reads Pass in every column, while 1 "
+        "model reads `unpromotable` in the Models table: their stalls (1 cell, such as "
+        "`m[prompt=past]`) all lie below `startable`, the smallest pool vLLM's start-up sizing "
+        "gives an engine serving their requests, so no engine starts with such a pool. The "
+        "Summary's columns hold the table cases only (1 case with a `column`)."
+    )
+    unknown = replace(stall, case="m[prompt=other]", startable=None)
+    partly = reading_guide([table, stall, unknown])[0]
+    assert "their stalls (2 cells, such as `m[prompt=past]`) lie, in 1 cell, below" in partly
+    assert "the other 1 reach `startable` or have none" in partly
+    assert not reading_guide([table])[0].startswith("**Summary and Models")
+    text = markdown_report([table, stall], INFO)
+    assert text.index("**Summary and Models.**") < text.index("## Summary")

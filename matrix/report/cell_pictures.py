@@ -94,7 +94,7 @@ def _events(axes: Any, run: PoolSteps) -> None:
     stops = _stops(run)
     if stops is not None:
         axes.axvspan(stops - 0.5, len(run.free) + 0.5, color=SHADES["sizer"], alpha=0.12)
-        axes.text(stops - 0.4, len(rows) - 0.4, "no progress from here", fontsize=6)
+        axes.text(stops - 0.4, len(rows) - 0.4, "no progress from here", fontsize=7)
     axes.set_yticks(range(len(rows)), list(rows))
     axes.set_ylim(len(rows) - 0.3, -0.7)
 

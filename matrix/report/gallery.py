@@ -3,9 +3,12 @@ and whether they can be drawn at all (matplotlib, an optional extra: ``pip insta
 vllm-kv-matrix[pictures]``; without it the reports say that pictures are off). Pure: the
 drawing is ``matrix.report.pictures``, and only it imports matplotlib.
 
-- ``severity.svg``: a heat map of cases x variants, coloured by each cell's worst severity;
-- ``pools-<model>.svg``: a pool strip per model, the outcome at each pool swept, per case and
-  variant, the fit and ``startable`` marked;
+- ``severity.svg``: a heat map of each model (its cases) and each other case file by variant,
+  a square the worst severity of those cells under that variant, with how many cells have it;
+  the full gallery adds ``severity-cases.svg``, a row per case (the HTML page's Cases x
+  variants table is coloured alike);
+- ``pools-<model>.svg``: a pool strip per model, a panel per variant side by side, the outcome
+  at each pool swept per case, the fit and ``startable`` marked;
 - ``cells/<case>-<variants>.svg``: a failing cell at its first failing pool and at its fit,
   step by step: each KV cache group's blocks stacked per request, the free blocks, the pool
   line, and the events (a load admitted or completed, a preemption, where progress stops).
@@ -105,12 +108,14 @@ def off_reason() -> str:
 @dataclass(frozen=True)
 class Picture:
     """One picture: its file name in the report's pictures folder, what it shows, and the
-    model or cell it is of (none for the heat map)."""
+    model or cell it is of (none for the heat maps; ``per_case``: the map of every case, not
+    of each model and case file)."""
 
     name: str
     title: str
     model: str = ""
     cell: CellResult | None = None
+    per_case: bool = False
     # A cell picture's cells: its variants' cells of one case whose runs were the same.
     alike: tuple[CellResult, ...] = ()
 
@@ -120,10 +125,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=,+-]+", "_", text.replace("]", "")).strip("_")
 
 
-def planned(cells: Sequence[CellResult]) -> list[Picture]:
+HEAT_MAP = Picture("severity.svg", "Worst severity per model and case file")
+CASE_MAP = Picture("severity-cases.svg", "Cases x variants, by severity", per_case=True)
+
+
+def planned(cells: Sequence[CellResult], every_case: bool | None = None) -> list[Picture]:
     """Every picture the cells give, named from the cell ids and model names (stable; a name
-    two ids would share takes the next free suffix, in the cells' order)."""
-    found = [Picture("severity.svg", "Cases x variants, by severity")] if cells else []
+    two ids would share takes the next free suffix, in the cells' order); ``every_case``: the
+    map of every case too (None: with the full gallery, :func:`full_gallery`)."""
+    found = [HEAT_MAP] if cells else []
+    if cells and (full_gallery() if every_case is None else every_case):
+        found.append(CASE_MAP)
     for model in sorted({c.model for c in cells if c.model}):
         found.append(Picture(f"pools-{_slug(model)}.svg", f"{model}: each pool", model=model))
     alike: dict[tuple[object, ...], list[CellResult]] = {}

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 
 from matrix.judge.result import CellResult, wholly_skipped
 from matrix.outcomes import SEVERE
-from matrix.report.tables import mismatches, variants_of
-from matrix.variant_names import TABLE_LABELS
+from matrix.report.tables import column_row, columns_of, mismatches, variants_of
 from matrix.wording import plural
 
 LISTED = 5  # cells named per finding; the rest are counted
@@ -70,35 +69,73 @@ def findings(cells: Sequence[CellResult]) -> list[str]:
     return found
 
 
+def _listed(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _stalls(cells: Sequence[CellResult]) -> list[CellResult]:
+    """The models' cells with a pool whose severity is ``unpromotable``."""
+    return [c for c in cells if c.model and any(f.severity == "unpromotable" for f in c.failures)]
+
+
+def _below_startable(cell: CellResult) -> bool:
+    """Whether every unpromotable pool of the cell lies below its ``startable``."""
+    pools = [f.pool for f in cell.failures if f.severity == "unpromotable"]
+    return cell.startable is not None and max(pools) < cell.startable
+
+
+def summary_and_models(cells: Sequence[CellResult]) -> str:
+    """The sentence that reconciles a Summary column's Pass with a model's ``unpromotable``
+    under the same variant, from the cells: where those stalls lie against ``startable``
+    (empty where no variant has both)."""
+    columns = columns_of(cells)
+    both = [
+        v
+        for v in variants_of(cells)
+        if "Pass" in column_row((c for c in cells if c.variant == v), columns)
+        and _stalls([c for c in cells if c.variant == v])
+    ]
+    if not both:
+        return ""
+    variant = "stock" if "stock" in both else both[0]
+    stalled = _stalls([c for c in cells if c.variant == variant])
+    verdicts = column_row((c for c in cells if c.variant == variant), columns)
+    passing = [column for column, v in zip(columns, verdicts, strict=True) if v == "Pass"]
+    where = "every column" if len(passing) == len(columns) else _listed(passing)
+    below = [c for c in stalled if _below_startable(c)]
+    lie = "all lie" if len(below) == len(stalled) else f"lie, in {plural(len(below), 'cell')},"
+    rest = len(stalled) - len(below)
+    others = f"; the other {rest} reach `startable` or have none" if rest else ""
+    also = [f"`{v}`" for v in both if v != variant]
+    likewise = f" Likewise under {_listed(also)}." if also else ""
+    count = len({c.model for c in stalled})
+    models = f"{plural(count, 'model')} read{'s' if count == 1 else ''}"
+    cases = plural(len({c.case for c in cells if c.column}), "case")
+    stalls = f"{plural(len(stalled), 'cell')}, such as `{(below or stalled)[0].case}`"
+    return (
+        f"**Summary and Models.** Under `{variant}` the Summary reads Pass in {where}, while "
+        f"{models} `unpromotable` in the Models table: their stalls ({stalls}) {lie} below "
+        "`startable`, the smallest pool vLLM's start-up sizing gives an engine serving their "
+        f"requests, so no engine starts with such a pool{others}. The Summary's columns hold "
+        f"the table cases only ({cases} with a `column`).{likewise}"
+    )
+
+
 def reading_guide(cells: Sequence[CellResult]) -> list[str]:
-    """How to read the report's tables, a paragraph each (the words the tables use)."""
-    labels = ", ".join(f"{label} is `{name}`" for name, label in TABLE_LABELS.items())
-    table_cases = len({c.case for c in cells if c.column})
-    model_cases = len({c.case for c in cells if c.model})
+    """How to read the report's tables, a short paragraph each (the words the tables use),
+    the Summary and the Models table reconciled first where they seem to disagree."""
     guide = [
-        f"**Variant names.** Every table names variants as the case files and test ids do; the "
-        f"Summary's rows keep the upstream PR's names ({labels}).",
-        f"**Summary and Models cover different cases.** The Summary is the upstream PR's table: "
-        f"its columns hold only the table cases ({plural(table_cases, 'case')} with a "
-        f"`column`). The Models table covers the real models' cases "
-        f"({plural(model_cases, 'case')}), which also sweep pools below the fit. So a column "
-        "can read Pass for a variant while some model reads `unpromotable` under it: a stall "
-        "below that model's fit, in a case (such as a prompt one token past a Mamba block "
-        "boundary, `-past`) that the table cases do not have.",
         "**Severities**, worst first: `DEADLOCK` (an engine with that pool hangs for good), "
         "`LEAK`, `ERROR`, `TIMEOUT`, `sizer` (vLLM starts an engine with that pool, yet a "
         "request it accepted never finishes), `unpromotable` (a stall below the fit: a load "
-        "admitted that can never be promoted), `over-reserves` (a request that fits refused), "
-        "`expectation` (a step's `expect` unmet); `ok`: no pool an engine can have failed.",
-        "**Over-reservation** is in blocks; `2+ blocks` means at least 2: even the largest pool "
-        "swept refused the request (sweep higher, `pool: {above: N}`, to see how many).",
-        "**Tightness** is the smallest pool from which every swept size finishes, minus the "
-        "fit: `0` is tight, a positive number the blocks reserved beyond need, `stall` "
-        "under-reservation, `unfinished` the largest pool swept did not finish. A negative "
-        "number (`-3`, `-10`) means that many pools below the fit finish too: the fit is "
-        "measured with each request alone in an ample pool, and the run needed less than that "
-        "(a request aborted before its peak, for example).",
+        "admitted that can never be promoted), `over-reserves` (a request that fits refused; "
+        "`2+ blocks`: even the largest pool swept refused it), `expectation` (a step's "
+        "`expect` unmet); `ok`: no pool an engine can have failed.",
+        "**Tightness**: the smallest pool from which every swept size finishes, minus the fit "
+        "(`0` is tight; `stall`: under-reservation; `unfinished`: the largest pool swept did "
+        "not finish). A negative number: that many pools below the fit finish too (the fit is "
+        "each request alone in an ample pool; the run needed less).",
     ]
-    if not (table_cases and model_cases):
-        guide.pop(1)
-    return guide
+    reconciled = summary_and_models(cells)
+    return [reconciled, *guide] if reconciled else guide

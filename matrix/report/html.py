@@ -1,16 +1,16 @@
 """The HTML page: one self-contained file (no script, no external file) holding the report's
-document, every table and every picture, the pictures embedded as SVG data. Pure."""
+document, every table (the case table's cells coloured by severity) and every picture, the
+pictures embedded as SVG data URLs. Pure."""
 
 from __future__ import annotations
 
-import base64
 import html
 import re
 from collections.abc import Callable, Sequence
 
 from matrix.judge.result import CellResult
-from matrix.report.document import Bullets, CellPictures, Image, Item, Part, document
-from matrix.report.gallery import Picture
+from matrix.report.document import Bullets, CellPictures, Image, Item, Part, Shaded, document
+from matrix.report.gallery import SHADES, Picture
 from matrix.report.info import RunInfo
 
 STYLE = """
@@ -27,6 +27,24 @@ img { max-width: 100%; display: block; margin: 0.5em 0; }
 figure { margin: 0.8em 0; } figcaption { font-size: 0.9em; color: #57606a; }
 """
 
+
+def shade_class(key: str) -> str:
+    """A shade's CSS class: ``pass, tolerated`` -> ``s-pass-tolerated``."""
+    return "s-" + re.sub(r"[^a-z]+", "-", key)
+
+
+def _on(colour: str) -> str:
+    """Black or white text, whichever reads on ``colour`` (``#rrggbb``)."""
+    red, green, blue = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    return "#fff" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "#1f2328"
+
+
+# The heat map's colours for the case table's cells (after the striped rows' rule).
+STYLE += "".join(
+    f"table td.{shade_class(key)} {{ background: {colour}; color: {_on(colour)}; }}\n"
+    for key, colour in SHADES.items()
+)
+
 Draw = Callable[[Picture], str]
 
 
@@ -37,19 +55,37 @@ def _text(text: str) -> str:
     return re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def _table(header: list[str], rows: list[list[str]], shades: Sequence[Sequence[str]] = ()) -> str:
+    """A table; ``shades``: each row's cells after the first by their shade's class."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    body = []
+    for index, row in enumerate(rows):
+        classes = ["", *(f' class="{shade_class(k)}"' for k in shades[index])] if shades else []
+        cells = (
+            f"<td{classes[i] if classes else ''}>{html.escape(cell)}</td>"
+            for i, cell in enumerate(row)
+        )
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+# What an SVG needs escaped in a data URL inside a single-quoted attribute: the URL's own
+# escape, its fragment mark and the line breaks a URL drops, then the attribute's quote and
+# entities. A third smaller than base64.
+_IN_URL = str.maketrans(
+    {"%": "%25", "#": "%23", "\n": "%0A", "\r": "%0D", "&": "&amp;", "'": "&#39;"}
+)
+
+
+def svg_data_url(svg: str) -> str:
+    """The SVG as a ``data:`` URL for a single-quoted ``src`` attribute."""
+    return "data:image/svg+xml," + svg.translate(_IN_URL)
 
 
 def _figure(picture: Picture, draw: Draw) -> str:
-    data = base64.b64encode(draw(picture).encode()).decode()
     title = html.escape(picture.title)
     return (
-        f'<figure><img alt="{title}" src="data:image/svg+xml;base64,{data}">'
+        f"<figure><img alt=\"{title}\" src='{svg_data_url(draw(picture))}'>"
         f"<figcaption>{title}</figcaption></figure>"
     )
 
@@ -77,6 +113,8 @@ def _item(item: Item, draw: Draw) -> str:
         return _figure(item.picture, draw)
     if isinstance(item, CellPictures):
         return _cells(item.pictures, draw)
+    if isinstance(item, Shaded):
+        return _table(*item.table, item.shades)
     return _table(*item)
 
 

@@ -34,6 +34,7 @@ class Section:
     headline: bool = False  # shown in the Markdown's headline, not collapsed
     # The terminal shows the brief form always, or only where the full table is too wide.
     always_brief: bool = False
+    shaded: bool = False  # a case x variant table of the cells: the page colours its cells
 
     @property
     def shown(self) -> Table:
@@ -48,12 +49,18 @@ def sections(cells: Sequence[CellResult]) -> list[Section]:
     found = []
     if any(cell.column for cell in cells):
         found.append(
-            Section("Summary (the upstream PR's table)", "", summary_table(cells), headline=True)
+            Section(
+                "Summary (the upstream PR's table)",
+                "Its rows keep the upstream PR's names, each with the variant's own, as the "
+                "other tables name it.",
+                summary_table(cells, both_names=True),
+                headline=True,
+            )
         )
     found.append(
         Section(
             "Worst severity per variant",
-            "How many cells have each severity as their worst (see How to read this report).",
+            "How many cells have each severity as their worst.",
             severity_table(cells),
             headline=True,
         )
@@ -64,8 +71,7 @@ def sections(cells: Sequence[CellResult]) -> list[Section]:
             Section(
                 "Models",
                 "Each model's cells under each variant, by their worst failure (How to read "
-                "this report says what each word means; a Summary column's Pass covers the "
-                "table cases only, not these models).",
+                "this report, above, says what each word means).",
                 models,
                 brief=models_table(cells, brief=True),
                 notes=tuple(model_details(models)),
@@ -85,6 +91,7 @@ def sections(cells: Sequence[CellResult]) -> list[Section]:
                 "the case's fit_slack; (expected ...): against the case's expectation (row "
                 "marked !).",
             ),
+            shaded=True,
         )
     )
     found.append(

@@ -142,14 +142,19 @@ def column_verdict(members: Sequence[CellResult]) -> str:
     return "Pass" if "pass" in observed else "Skip"
 
 
-def summary_table(cells: Sequence[CellResult]) -> Table:
+def summary_table(cells: Sequence[CellResult], both_names: bool = False) -> Table:
     """Rows are variants, columns the cases' ``column`` labels; a column passes for a variant
-    when every case in it that ran passes (see :func:`column_verdict`)."""
+    when every case in it that ran passes (see :func:`column_verdict`). Rows keep the upstream
+    PR's names (``both_names``: with the variant's own, as the other tables name it,
+    ``Original (original)``)."""
     columns = columns_of(cells)
     rows = []
     for variant in variants_of(cells):
         of_variant = [c for c in cells if c.variant == variant]
-        rows.append([table_label(variant), *column_row(of_variant, columns)])
+        label = table_label(variant)
+        if both_names and label != variant:
+            label = f"{label} ({variant})"
+        rows.append([label, *column_row(of_variant, columns)])
     return ["Implementation", *columns], rows
 
 
