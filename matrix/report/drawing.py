@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
+from matrix import wording
 from matrix.installed import cache_base
 from matrix.judge.result import CellResult
 from matrix.report import cell_pictures, figures, gallery, tables
@@ -140,7 +141,7 @@ class PictureStore:
 
 # The modules a picture is drawn by (tables orders its cases and variants): an edit to any of
 # them is a new drawing, not the stored one.
-DRAWING_MODULES = (picture_code, gallery, figures, cell_pictures, tables)
+DRAWING_MODULES = (picture_code, gallery, figures, cell_pictures, tables, wording)
 
 
 @functools.cache
