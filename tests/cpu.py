@@ -65,3 +65,24 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section(f"dearest {count} tests in CPU time (! over {BUDGET:.0f} s)")
         for line in dearest(costs, count):
             terminalreporter.write_line(line)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.cpu LOG [N]``: the N (10) dearest tests of a ``--cpu-log`` file, which
+    it then removes (the log appends, a line a test: the next run starts a new one)."""
+    path, count = Path(argv[0]), int(argv[1]) if len(argv) > 1 else 10
+    costs: dict[str, float] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            costs[entry["test"]] = entry["cpu"]
+    print(f"dearest {count} tests in CPU time (! over {BUDGET:.0f} s), of {len(costs)}:")
+    print("\n".join(dearest(costs, count)))
+    path.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

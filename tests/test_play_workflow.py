@@ -106,7 +106,7 @@ def test_a_tox_env_s_commands_with_its_positional_arguments() -> None:
     assert merge.release is None and not merge.runs_cells
     assert merge.shell(None, ("-k", "x")) == "python -m matrix merge reports/shards"
     suite = read_env(TOX_INI, "ci033")
-    run = 'run -- tests -m "not heavy" --durations-path tests/durations.json && ruff check'
+    run = 'run -- tests -m "not heavy" --durations-path tests/durations.json --cpu-log'
     assert suite.shell(None).startswith(f"( python -m matrix {run}")
     forked = suite.shell(None, (), "python -m matrix.ci.fork")  # only the run of cells
     assert forked.startswith(f"( python -m matrix.ci.fork {run}")
