@@ -46,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers at once")
     parser.add_argument("--json", type=Path, help="write every architecture's row as JSON")
     parser.add_argument(
+        "--write-cells",
+        action="store_true",
+        help="write the class cells' case files from the committed baselines (no vLLM)",
+    )
+    parser.add_argument(
         "--releases",
         action="store_true",
         help="print each architecture's class on every release with a baseline (no vLLM)",
@@ -106,6 +111,12 @@ def _baseline(options: argparse.Namespace, version: str) -> list[Row] | None:
 
 def main(options: argparse.Namespace) -> int:
     """Runs the sweep the options ask for; returns the exit code."""
+    if options.write_cells:
+        from matrix.sweep.cells import write_cells
+
+        written = write_cells()
+        print(f"sweep: wrote {len(written)} class case files in {written[0].parent}")
+        return 0
     if options.releases:
         for line in cross_release_lines(committed()):
             print(line)
