@@ -46,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers at once")
     parser.add_argument("--json", type=Path, help="write every architecture's row as JSON")
     parser.add_argument(
+        "--cells",
+        action="store_true",
+        help="run the class cells (as python -m matrix run does the shipped cases): "
+        "reports/sweep-vllm-<version>.*; pytest arguments after --",
+    )
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument(
         "--write-cells",
         action="store_true",
         help="write the class cells' case files from the committed baselines (no vLLM)",
@@ -111,6 +118,11 @@ def _baseline(options: argparse.Namespace, version: str) -> list[Row] | None:
 
 def main(options: argparse.Namespace) -> int:
     """Runs the sweep the options ask for; returns the exit code."""
+    if options.cells:
+        from matrix.runner.command import run_command
+        from matrix.sweep.cells import CELLS
+
+        return run_command([a for a in options.pytest_args if a != "--"], CELLS, "sweep-")
     if options.write_cells:
         from matrix.sweep.cells import write_cells
 
