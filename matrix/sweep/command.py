@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--record", action="store_true", help="write the release's baseline from this sweep"
     )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="derive afresh, not from the check cache"
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers at once")
     parser.add_argument("--json", type=Path, help="write every architecture's row as JSON")
     parser.add_argument(
@@ -71,12 +74,13 @@ def _question() -> object:
     return plain_question("sweep", {"device": DEVICE, "length": SWEPT_LENGTH})
 
 
-def swept_rows(jobs: int) -> list[Row]:
-    """Every architecture in scope's row: kept ones, else from forked workers (then kept)."""
+def swept_rows(jobs: int, cached: bool = True) -> list[Row]:
+    """Every architecture in scope's row: kept ones (unless not ``cached``), else from forked
+    workers (then kept)."""
     from matrix.tools.check_store import Question
 
     asked = _question()
-    if isinstance(asked, Question):
+    if isinstance(asked, Question) and cached:
         kept = asked.answer(ROWS)
         if kept is not None:
             print(f"sweep: {len(kept)} architectures, as kept for this install", file=sys.stderr)
@@ -144,7 +148,10 @@ def main(options: argparse.Namespace) -> int:
         return 2
     began = time.monotonic()
     only = set(options.only) if options.only else None
-    rows = derive_all(options.jobs, sorted(only)) if only else swept_rows(options.jobs)
+    if only:
+        rows = derive_all(options.jobs, sorted(only))
+    else:
+        rows = swept_rows(options.jobs, not options.no_cache)
     print(f"sweep: {time.monotonic() - began:.1f} s", file=sys.stderr)
     for line in summary_lines(rows):
         print(line)

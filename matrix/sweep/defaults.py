@@ -29,6 +29,8 @@ def write_default(architecture: str, model_type: str, folder: Path) -> Path:
         config = config_class() if config_class is not None else AutoConfig.for_model(model_type)
         config.architectures = [architecture]
         target = folder / architecture
+        # As a checkpoint's is written: the keys that differ from the class's defaults (every
+        # key would be cheaper, but some classes refuse their own serialised extras: Dbrx's).
         config.save_pretrained(str(target))
     except Exception as error:  # the class's own checks of its defaults
         line = f"{type(error).__name__}: {error}".splitlines()[0]

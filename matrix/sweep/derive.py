@@ -7,7 +7,9 @@ reason there is none. Nothing raises: whatever fails is a row that says so, in o
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from matrix.baselines import Row, Status
 from matrix.case.layout_class import class_group, class_key
@@ -17,6 +19,7 @@ from matrix.sweep.scope import Architecture
 # fewer positions (GPT-2's 1024) is derived at its own.
 SWEPT_LENGTH = 4096
 DEVICE = "sm80"  # the matrix's default device (FlashAttention's 16-token blocks; MLA on Triton)
+T = TypeVar("T")
 _INSPECTED = re.compile(r"Model architectures \[([^\]]*)\] failed to be inspected")
 _MISSING = re.compile(r"No module named '([^']+)'")
 
@@ -27,18 +30,67 @@ def _one_line(error: BaseException) -> str:
 
 
 def _package(module: str) -> str:
-    """The distribution a missing module belongs to: its top package, but for vLLM's own
-    optional parts (``vllm.vllm_flash_attn``, CUDA's kernels), named whole."""
-    parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "vllm" and len(parts) > 1 else parts[0]
+    """The distribution a missing module belongs to: its top package (vLLM's own: the parts
+    the lean install lacks)."""
+    top = module.split(".")[0]
+    return CUDA_ONLY if top == "vllm" else top
+
+
+# What vLLM's model inspection raised in this worker for the architecture being derived
+# (vLLM logs it and says only "failed to be inspected"): the first failure is the cause; a
+# module imported again after a failure fails otherwise (its half-imported parts remain).
+_inspection_failures: list[BaseException] = []
+
+
+def inspect_here(inspect: Callable[[], T]) -> T:
+    """vLLM's model inspection run in this process (a throwaway worker), its failure kept."""
+    try:
+        return inspect()
+    except Exception as error:
+        _inspection_failures.append(error)
+        raise
+
+
+# What a model module lacks when the part of vLLM it imports is built for CUDA only (its
+# flash attention's kernels): the same words however the import fails (a first import says
+# the extension is missing, a later one in the same worker that a name is).
+CUDA_ONLY = "vllm's CUDA-only parts"
+
+
+def _root(error: BaseException) -> BaseException:
+    """The first ImportError that names a missing module, down the chain of causes
+    (transformers' lazy imports raise their own, from the import that failed), else
+    ``error``."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen and len(seen) < 16:
+        seen.append(current)
+        if isinstance(current, ModuleNotFoundError) and current.name:
+            return current
+        current = current.__cause__ or current.__context__
+    return error
+
+
+def _import_failure(error: BaseException) -> str:
+    """The package an ImportError says is missing, else its own words."""
+    error = _root(error)
+    named = getattr(error, "name", None) or _MISSING.search(str(error))
+    if isinstance(named, re.Match):
+        named = named.group(1)
+    if str(named or error).startswith("vllm"):
+        return CUDA_ONLY
+    return _package(named) if named else _one_line(error)
 
 
 def _missing_package(message: str, names: list[str]) -> str | None:
-    """The package a model module lacks: named in ``message``, else found by importing the
-    module of each architecture named (vLLM's inspection hides its cause)."""
+    """The package a model module lacks: named in ``message``, else the first import failure
+    of vLLM's inspection, else found by importing the class of each architecture named."""
     named = _MISSING.search(message)
     if named is not None:
         return _package(named.group(1))
+    for failure in _inspection_failures:
+        if isinstance(failure, ImportError):
+            return _import_failure(failure)
     from vllm.model_executor.models import ModelRegistry
 
     for name in names:
@@ -48,10 +100,7 @@ def _missing_package(message: str, names: list[str]) -> str | None:
         try:
             entry.load_model_cls()  # a module may import its class's own modules lazily
         except ImportError as error:
-            missing = getattr(error, "name", None) or _MISSING.search(str(error))
-            if isinstance(missing, re.Match):
-                missing = missing.group(1)
-            return _package(str(missing or _one_line(error)))
+            return _import_failure(error)
         except Exception as error:  # a module that raises at import: say what
             return _one_line(error)
     return None
@@ -91,6 +140,7 @@ def derive_row(architecture: Architecture, folder: Path) -> Row:
     from matrix.sweep.defaults import DefaultConfigError, write_default
     from matrix.sweep.mapping import model_type_of
 
+    _inspection_failures.clear()
     mapped = model_type_of(architecture.name, architecture.module)
     if mapped is None:
         return Row(architecture.name, architecture.table, "-", "unmapped", "no model type")

@@ -13,6 +13,7 @@ fresh fork takes the rest of its chunk: no architecture goes missing, none silen
 from __future__ import annotations
 
 import json
+import logging
 import os
 import selectors
 import signal
@@ -26,7 +27,7 @@ from types import FrameType
 from matrix.baselines import Row
 from matrix.sweep.scope import Architecture
 
-CHUNKS = 8
+CHUNKS = 2
 ARCHITECTURE_SECONDS = 120  # one architecture's derivation: about 0.02 s, 0.3 s at most seen
 
 
@@ -54,11 +55,12 @@ def _work(architectures: Sequence[Architecture], folder: Path, write: int) -> No
     """A worker's body (in the fork): each architecture's row, in order, up the pipe."""
     from vllm.model_executor.models import registry
 
-    from matrix.sweep.derive import derive_row, timed_out_row
+    from matrix.sweep.derive import derive_row, inspect_here, timed_out_row
 
     # A worker is thrown away after its chunk: vLLM's model inspection can run in it, and
     # each model module is imported once per worker rather than once per inspection's fork.
-    registry._run_in_subprocess = lambda inspect: inspect()
+    registry._run_in_subprocess = inspect_here
+    logging.disable(logging.ERROR)  # for good: vLLM's and transformers' logs say nothing here
     signal.signal(signal.SIGALRM, _alarm)
     for architecture in architectures:
         os.write(write, f"start\t{architecture.name}\n".encode())
