@@ -38,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the ``sweep`` command's arguments to ``parser``."""
     parser.add_argument("--only", nargs="+", metavar="ARCH", help="sweep these architectures")
     parser.add_argument(
+        "--part",
+        type=int,
+        metavar="K",
+        help="sweep the K-th of the fixed chunks the whole sweep's workers take (1 or 2)",
+    )
+    parser.add_argument(
         "--baseline", type=Path, help="compare with this file (default: the release's committed)"
     )
     parser.add_argument(
@@ -91,25 +97,27 @@ def swept_rows(jobs: int, cached: bool = True) -> list[Row]:
     return rows
 
 
-def derive_all(jobs: int, only: list[str] | None = None) -> list[Row]:
-    """Imports vLLM (once, saying so), then every architecture in scope (or ``only``) in
-    forked workers, with progress on stderr."""
+def derive_all(jobs: int, only: list[str] | None = None, part: int | None = None) -> list[Row]:
+    """Imports vLLM (once, saying so), then every architecture in scope (or ``only``, or the
+    ``part``-th chunk) in forked workers, with progress on stderr."""
     from matrix.tools.check_cache import import_vllm_saying
 
     import_vllm_saying("sweep", "to derive every architecture's layout")
     from matrix.sweep.mapping import known_model_types, model_type_of
     from matrix.sweep.scope import in_scope
-    from matrix.sweep.workers import ProgressLine, run_workers
+    from matrix.sweep.workers import ProgressLine, chunks_of, run_workers
 
     architectures = in_scope()
     if only is not None:
         architectures = [a for a in architectures if a.name in only]
+    chunks = chunks_of(architectures)
+    if part is not None:  # as the whole sweep's worker takes it
+        chunks = chunks[part - 1 : part]
     model_type_of("-", "-")  # the mapping's tables, built once here for every worker
     known_model_types()
+    progress = ProgressLine(sum(len(chunk) for chunk in chunks))
     with tempfile.TemporaryDirectory(prefix="matrix-sweep-") as folder:
-        rows = run_workers(
-            architectures, Path(folder), max(1, jobs), ProgressLine(len(architectures))
-        )
+        rows = run_workers(chunks, Path(folder), max(1, jobs), progress)
     return sorted(rows, key=lambda row: row.architecture)
 
 
@@ -147,9 +155,15 @@ def main(options: argparse.Namespace) -> int:
         print(f"matrix sweep: {error}".splitlines()[0], file=sys.stderr)
         return 2
     began = time.monotonic()
+    from matrix.sweep.workers import CHUNKS
+
+    if options.part is not None and not 1 <= options.part <= CHUNKS:
+        print(f"matrix sweep: --part {options.part}: 1 to {CHUNKS}", file=sys.stderr)
+        return 2
     only = set(options.only) if options.only else None
-    if only:
-        rows = derive_all(options.jobs, sorted(only))
+    if only or options.part:
+        rows = derive_all(options.jobs, sorted(only) if only else None, options.part)
+        only = {row.architecture for row in rows}
     else:
         rows = swept_rows(options.jobs, not options.no_cache)
     print(f"sweep: {time.monotonic() - began:.1f} s", file=sys.stderr)
@@ -160,7 +174,7 @@ def main(options: argparse.Namespace) -> int:
         options.json.write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
     if options.record:
         if only:
-            print("matrix sweep: --record takes the whole registry, not --only", file=sys.stderr)
+            print("matrix sweep: --record takes the whole registry", file=sys.stderr)
             return 2
         write_baseline(baseline_path(version), rows)
         print(f"sweep: wrote {baseline_path(version)}")

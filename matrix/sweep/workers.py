@@ -107,17 +107,22 @@ def _take(worker: _Running, chunk: str) -> list[Row]:
     return finished
 
 
+def chunks_of(architectures: Sequence[Architecture]) -> list[list[Architecture]]:
+    """The architectures in :data:`CHUNKS` contiguous chunks (a worker each)."""
+    size = -(-len(architectures) // CHUNKS) or 1
+    return [list(architectures[i : i + size]) for i in range(0, len(architectures), size)]
+
+
 def run_workers(
-    architectures: Sequence[Architecture],
+    chunks: Sequence[list[Architecture]],
     folder: Path,
     jobs: int,
     progress: Callable[[Row], None],
 ) -> list[Row]:
-    """Every architecture's row, from forked workers, ``jobs`` at a time."""
+    """Every architecture's row, a forked worker a chunk, ``jobs`` at a time."""
     from matrix.sweep.derive import died_row
 
-    size = -(-len(architectures) // CHUNKS) or 1
-    waiting = [list(architectures[i : i + size]) for i in range(0, len(architectures), size)]
+    waiting = [list(chunk) for chunk in chunks if chunk]
     running: dict[int, _Running] = {}
     rows: list[Row] = []
     selector = selectors.DefaultSelector()
