@@ -1,5 +1,5 @@
 """Command line: ``python -m matrix COMMAND``: run, merge, validate, crossversion, schema, bench,
-show-layout, explore, live, upstream, bisect, finding."""
+show-layout, sweep, explore, live, upstream, bisect, finding."""
 
 from __future__ import annotations
 
