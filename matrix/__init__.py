@@ -20,8 +20,10 @@ where a change goes); no module imports one from a role after its own:
    ``explore/`` (Hypothesis searches scenarios no one wrote), ``tools/`` (bench, show-layout,
    validate, envsize, devsource, bisect), ``ci/`` (``python -m matrix.ci.play``: the CI
    templates' workflow played here), ``gpus`` (a GPU per xdist worker), ``live/`` (``python -m
-   matrix live``: the cells a real vLLM engine can run, on it, beside the harness) and
-   ``upstream/`` (``python -m matrix upstream``: vLLM's own tests, a variant applied).
+   matrix live``: the cells a real vLLM engine can run, on it, beside the harness),
+   ``upstream/`` (``python -m matrix upstream``: vLLM's own tests, a variant applied) and
+   ``sweep/`` (``python -m matrix sweep``: every registry architecture's layout class against
+   the release's baseline, ``baselines`` below them all reading the committed ones).
 
 Importing this package, ``case``, ``judge``, ``report`` or ``plugin`` imports no vLLM.
 

@@ -1,5 +1,5 @@
 """Command line: ``python -m matrix COMMAND``: run, merge, validate, crossversion, schema, bench,
-show-layout, explore, live, upstream, bisect, finding."""
+show-layout, sweep, explore, live, upstream, bisect, finding."""
 
 from __future__ import annotations
 
@@ -136,6 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     show_layout.add_arguments(
         commands.add_parser("show-layout", help="the KV cache groups vLLM derives for a model")
     )
+    from matrix.sweep import command as sweep_command
+
+    sweep_command.add_arguments(
+        commands.add_parser(
+            "sweep", help="every registry architecture's layout class, against the baseline"
+        )
+    )
     _explore_parser(commands)
     from matrix.live import cli as live_cli
 
@@ -160,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         from matrix.upstream import driver as upstream
 
         return upstream.main(options)
+    if options.command == "sweep":
+        return sweep_command.main(options)
     if options.command == "show-layout":
         return show_layout.main(options)
     if options.command == "explore":

@@ -27,10 +27,14 @@ from matrix.frozen import fast_init
 
 
 def cache_block_size(case: CaseFile) -> int:
-    """The engine's cache block size: the smallest attention group's block."""
+    """The engine's cache block size: the smallest attention group's block; without attention
+    (a pure Mamba model), its Mamba block (in mode ``align`` vLLM aligns the Mamba block to the
+    cache block: they are one)."""
     sizes = [
         g.block_size for g in case.groups if g.kind != "mamba" and isinstance(g.block_size, int)
     ]
+    if not sizes:
+        sizes = [g.block_size for g in case.groups if isinstance(g.block_size, int)]
     return min(sizes) if sizes else case.max_model_len
 
 

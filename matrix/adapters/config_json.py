@@ -48,6 +48,18 @@ LAYER_TYPE_KINDS: dict[str, LayerKind] = {
 # NemotronH's hybrid_override_pattern, one character a layer (nemotron_h.py's layer classes).
 PATTERN_KINDS: dict[str, LayerKind] = {"M": "mamba", "*": "full", "-": "no_cache", "E": "no_cache"}
 DTYPES = ("bfloat16", "float16", "float32")
+# The config numbers a layer's KV cache spec is sized by (transformers may vary them per layer).
+KV_NUMBERS = frozenset(
+    {
+        "head_dim",
+        "num_key_value_heads",
+        "num_attention_heads",
+        "sliding_window",
+        "attention_chunk_size",
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+    }
+)
 
 
 def _declared_dtype(document: ConfigDocument) -> str:
@@ -70,7 +82,11 @@ def _text_model(config: Any) -> Any:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(text.model_type)
-    text.architectures = [name] if name else list(config.architectures or [])
+    # Only a class vLLM's registry has: else vLLM would fall back to its Transformers backend,
+    # not the class its multimodal model builds (BailingMoeV3VL's text model), so the
+    # multimodal class itself answers, as the engine's does.
+    known = name is not None and architecture_problem(name) is None
+    text.architectures = [name] if known else list(config.architectures or [])
     return text
 
 
@@ -141,11 +157,32 @@ def check_max_model_len(model: ConfigModel, max_model_len: int) -> str | None:
     return None
 
 
+def _check_modelled(config: ModelConfig) -> None:
+    """Raises ValueError, naming what of the model the layout does not model."""
+    if config.is_encoder_decoder:
+        raise ValueError(
+            "cross attention (an encoder-decoder model's decoder reads its encoder's KV): "
+            "not modelled"
+        )
+    text = config.hf_text_config
+    per_layer = set(getattr(text, "per_layer_attributes", None) or ())
+    varying = ", ".join(sorted(per_layer & KV_NUMBERS))
+    if getattr(text, "is_heterogeneous", False) is True and varying:  # transformers' per layer
+        raise ValueError(
+            f"numbers that differ per layer ({varying}: transformers' per_layer_config): "
+            "not modelled"
+        )
+
+
 def layer_kinds(config: ModelConfig) -> tuple[LayerKind, ...]:
     """Every layer's kind, as the model class reads its config when it builds its layers."""
     text = config.hf_text_config
+    _check_modelled(config)
     count = int(config.get_total_num_hidden_layers())
     attention: LayerKind = "mla" if config.use_mla else "full"
+    if config.is_attention_free:  # Mamba, Mamba2, FalconMamba: a state in every layer
+        state: LayerKind = "mamba"
+        return (state,) * count
     pattern = getattr(text, "hybrid_override_pattern", None)
     if isinstance(pattern, str):  # nemotron_h.py: a layer class per character
         return tuple(PATTERN_KINDS[c] for c in pattern)

@@ -152,7 +152,11 @@ class _Attention:
         return _spec(FullAttentionSpec, **common)
 
 
-def _attention(model: ModelDescription, settings: LayoutSettings) -> _Attention:
+def _attention(model: ModelDescription, settings: LayoutSettings) -> _Attention | None:
+    """The attention layers' numbers on one rank; None for a model without attention (pure
+    Mamba)."""
+    if set(model.layer_kinds()) <= {"mamba", "no_cache"}:
+        return None
     dtype = _torch_dtype(model.dtype if settings.kv_cache_dtype == "auto" else "fp8")
     if model.mla is not None and model.num_kv_heads is None:
         # MLA caches one latent per token, shared by all heads, on every rank.
@@ -163,7 +167,11 @@ def _attention(model: ModelDescription, settings: LayoutSettings) -> _Attention:
 
 
 def _mamba_state(
-    model: ModelDescription, settings: LayoutSettings, spec_tokens: int, hf_config: Any
+    model: ModelDescription,
+    settings: LayoutSettings,
+    spec_tokens: int,
+    hf_config: Any,
+    max_model_len: int,
 ) -> tuple[tuple[tuple[int, ...], ...], tuple[torch.dtype, ...]]:
     """The model class's own Mamba state shapes and dtypes for these settings, from
     ``hf_config`` (vLLM's reading of a config.json) or the description's ``hf_config``."""
@@ -182,8 +190,14 @@ def _mamba_state(
     # first build per architecture inspects the model class in a subprocess (tens of seconds).
     engine = SimpleNamespace(
         model_config=SimpleNamespace(
-            hf_config=hf_config, hf_text_config=hf_config, dtype=_torch_dtype(model.dtype)
+            hf_config=hf_config,
+            hf_text_config=hf_config,
+            dtype=_torch_dtype(model.dtype),
+            architecture=model.architecture,
+            max_model_len=max_model_len,
         ),
+        # The pure Mamba models' hook asks it where prefix caching is on (mode align).
+        scheduler_config=SimpleNamespace(enable_chunked_prefill=True),
         parallel_config=ParallelConfig(tensor_parallel_size=settings.tp),
         cache_config=cache,
         speculative_config=speculative,
@@ -246,19 +260,25 @@ def derive_layout(
         raise LayoutError(problem)
     max_model_len = engine.model_config.max_model_len
     attention = _attention(model, settings)
+    mla = attention is not None and attention.mla
     try:
-        device = device_layout(model, settings, attention.mla)
+        device = device_layout(model, settings, mla)
     except DeviceError as error:
         raise LayoutError(str(error)) from None
     block_size = device.block_size
     kinds = model.layer_kinds()
     mamba_block, padded = max_model_len, None
     if any(kind in ("mamba", "full+mamba") for kind in kinds):
-        shapes, dtypes = _mamba_state(model, settings, spec_tokens, hf_config)
-        mamba_page = _spec(MambaSpec, shapes=shapes, dtypes=dtypes, block_size=1).page_size_bytes
-        per_token = attention.spec("mla" if attention.mla else "full", 1, model).page_size_bytes
-        block_size = aligned_block(per_token, mamba_page, device, attention.mla)
-        padded = block_size * per_token if block_size * per_token != mamba_page else None
+        shapes, dtypes = _mamba_state(model, settings, spec_tokens, hf_config, max_model_len)
+        # Without attention (pure Mamba) vLLM aligns nothing: no attention backend asks it
+        # to (Platform.update_block_size_for_backend), and the cache block stays the device's.
+        if attention is not None:
+            mamba_page = _spec(
+                MambaSpec, shapes=shapes, dtypes=dtypes, block_size=1
+            ).page_size_bytes
+            per_token = attention.spec("mla" if mla else "full", 1, model).page_size_bytes
+            block_size = aligned_block(per_token, mamba_page, device, mla)
+            padded = block_size * per_token if block_size * per_token != mamba_page else None
         if settings.mamba_mode == "align":
             mamba_block = block_size
         # FlashInfer's GDN prefill keeps a checkpoint block, on the prefix-cache grid (the
@@ -279,7 +299,7 @@ def derive_layout(
     for index, kind in enumerate(kinds):
         if kind in ("mamba", "full+mamba"):
             layers[f"model.layers.{index}.mamba"] = mamba
-        if kind not in ("mamba", "no_cache"):
+        if kind not in ("mamba", "no_cache") and attention is not None:
             attention_kind: LayerKind = "full" if kind == "full+mamba" else kind
             layers[f"model.layers.{index}.attn"] = attention.spec(attention_kind, block_size, model)
     engine.cache_config.block_size = block_size

@@ -44,6 +44,20 @@ def needs_vllm(path: Path) -> bool:
     return bool(set(read_description(path).layer_kinds()) & MAMBA_KINDS)
 
 
+CHECK_LENGTH = 1024  # the length a model file's layout is checked at (a case's default)
+
+
+def check_length(described: ModelDescription | ConfigModel) -> int:
+    """The length a model file is checked at: the case default, or fewer where the config
+    allows fewer positions (Whisper's 448); raises ``ConfigJsonError`` for a config.json vLLM
+    cannot read."""
+    if not isinstance(described, ConfigModel):
+        return CHECK_LENGTH
+    from matrix.adapters.config_json import model_config
+
+    return min(CHECK_LENGTH, int(model_config(described).max_model_len))
+
+
 def default_layout(described: ModelDescription | ConfigModel) -> None:
     """Derives a model's layout with the default settings; raises ``LayoutError``."""
     from matrix.adapters.kv_cache import layout_for
@@ -55,6 +69,7 @@ def default_layout(described: ModelDescription | ConfigModel) -> None:
             "name": "check",
             "model": "check",
             "described": described,
+            "max_model_len": check_length(described),
             "pool": 2,
             "requests": [{"id": "a", "prompt": 1}],
         }

@@ -18,7 +18,12 @@ from matrix.installed import installed_vllm_version
 @contextmanager
 def quiet_imports() -> Iterator[None]:
     """Importing vLLM and a model module logs what this install lacks (Triton, vLLM's compiled
-    kernels), which says nothing of a model file: silenced while they import."""
+    kernels), which says nothing of a model file: silenced while they import. Where logging
+    is off already (a sweep worker, which turns it off once: each switch clears every logger's
+    cache, a second in all over a sweep), nothing changes."""
+    if logging.root.manager.disable >= logging.ERROR:
+        yield
+        return
     logging.disable(logging.ERROR)
     try:
         yield

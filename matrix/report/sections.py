@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from matrix.judge.result import CellResult
 from matrix.report.costs import cost_details, cost_table
 from matrix.report.models import model_details, models_table
+from matrix.report.registry import architecture_table, class_of, registry_table
 from matrix.report.tables import (
     Table,
     case_table,
@@ -79,6 +80,7 @@ def sections(cells: Sequence[CellResult]) -> list[Section]:
                 always_brief=True,
             )
         )
+    found += registry_sections(cells)
     found.append(
         Section(
             "Cases x variants",
@@ -122,5 +124,25 @@ def cost_sections(cells: Sequence[CellResult]) -> list[Section]:
         Section("Cost against stock", guide, table),
         Section(
             "Cost against stock, cell by cell", "Each cell that cost other than stock.", details
+        ),
+    ]
+
+
+def registry_sections(cells: Sequence[CellResult]) -> list[Section]:
+    """The Registry tables, where the run holds class cells (docs/sweep.md)."""
+    if not any(class_of(cell) for cell in cells):
+        return []
+    return [
+        Section(
+            "Registry",
+            "Each layout class of `python -m matrix sweep`: how many architectures each "
+            "release's baseline gives it and which, and each variant's worst severity over the "
+            "class's cells (`!`: a cell differs from its expectation).",
+            registry_table(cells),
+        ),
+        Section(
+            "Registry architectures",
+            "Every architecture of the baselines by name: its layout class, or why it has none.",
+            architecture_table(),
         ),
     ]

@@ -25,7 +25,6 @@ from matrix.report.merge import (
     load_shard,
     merge_shards,
     report_stem,
-    shard_stem,
 )
 from matrix.runner.forked import (
     counts,
@@ -42,8 +41,10 @@ from matrix.runner.plan import DURATIONS, PlanError, RunPlan, plan_run
 REPORTS = Path("reports")
 
 
-def run_command(pytest_args: Sequence[str]) -> int:
-    """Runs the plan the arguments make; pytest's exit code (4 for arguments it cannot run)."""
+def run_command(pytest_args: Sequence[str], cases: Path | None = None, prefix: str = "") -> int:
+    """Runs the plan the arguments make over ``cases`` (the shipped ones unless given; the
+    reports' names start with ``prefix``); pytest's exit code (4 for arguments it cannot
+    run)."""
     version = installed_vllm_version()
     if version is None:
         print("matrix: cannot run: vLLM is not installed (use tox -e vllm033)", file=sys.stderr)
@@ -54,10 +55,10 @@ def run_command(pytest_args: Sequence[str]) -> int:
         print(f"matrix run: {error}", file=sys.stderr)
         return int(pytest.ExitCode.USAGE_ERROR)
     dev = installed_source() is not None
-    outputs = _outputs(plan, version, dev)
+    outputs = _outputs(plan, prefix + report_stem(version, dev))
     # vLLM's import brings pytest plugins (anyio's) before pytest starts: nothing to rewrite.
     quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
-    common = [str(shipped_cases()), "-q", *quiet, *_durations(plan)]
+    common = [str(cases or shipped_cases()), "-q", *quiet, *_durations(plan)]
     if plan.xdist:  # xdist's workers import vLLM each, after their GPU is pinned
         return int(pytest.main([*common, *_shard_args(plan, outputs), *plan.pytest_args]))
     # Outside every cell: no cell's time carries it, and with workers it is paid once.
@@ -79,15 +80,16 @@ def _shard_args(plan: RunPlan, outputs: list[Path]) -> list[str]:
     return [*reports, *junit, *split, *workers]
 
 
-def _outputs(plan: RunPlan, version: str, dev: bool) -> list[Path]:
-    """The files the run writes: a shard's JSON and JUnit XML, or the release's JSON,
-    Markdown (and its pictures) and HTML page; and those the arguments ask for."""
+def _outputs(plan: RunPlan, name: str) -> list[Path]:
+    """The files the run writes (``name``: the release's report's): a shard's JSON and JUnit
+    XML, or the release's JSON, Markdown (and its pictures) and HTML page; and those the
+    arguments ask for."""
     if plan.shard:
         group, splits = plan.shard
-        stem = REPORTS / "shards" / shard_stem(version, dev, group, splits)
+        stem = REPORTS / "shards" / f"{name}.shard-{group}-of-{splits}"
         written = [stem.parent / f"{stem.name}.json", stem.parent / f"{stem.name}.xml"]
     else:
-        stem = REPORTS / report_stem(version, dev)
+        stem = REPORTS / name
         written = [stem.parent / f"{stem.name}{suffix}" for suffix in REPORT_SUFFIXES]
     if plan.junitxml:
         written = [p for p in written if p.suffix != ".xml"] + [plan.junitxml]

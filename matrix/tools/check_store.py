@@ -201,3 +201,14 @@ def question(kind: str, model: Path, asked: object) -> Question | None:
     )
     name = _digest(fingerprint.encode(), material.encode())
     return Question(kind, material, vllm_cache_root() / ENTRIES / f"{name}.json")
+
+
+def plain_question(kind: str, asked: object) -> Question | None:
+    """The question ``asked`` (JSON data) of the installed vLLM about no model file (the
+    registry sweep's), or None where answers are not cached."""
+    fingerprint = installed_fingerprint()
+    if fingerprint is None:
+        return None
+    material = json.dumps({"kind": kind, "asked": asked}, sort_keys=True)
+    name = _digest(fingerprint.encode(), material.encode())
+    return Question(kind, material, vllm_cache_root() / ENTRIES / f"{name}.json")

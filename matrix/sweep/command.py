@@ -1,0 +1,190 @@
+"""``python -m matrix sweep``: every architecture in scope on the installed vLLM (or those
+``--only`` names), its layout class or named reason, printed and compared with the release's
+committed baseline (``matrix/sweep/baselines/vllm-<version>.tsv``): exit 1 when an
+architecture's class or reason changed, a new one appeared or one went, each named. What a
+sweep found is kept per release in the check cache (keyed by the install and the matrix code),
+so a second sweep of an unchanged install answers without importing vLLM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from pydantic import TypeAdapter
+
+from matrix.baselines import (
+    BaselineError,
+    Row,
+    baseline_path,
+    changes,
+    committed,
+    parse_rows,
+    write_baseline,
+)
+from matrix.installed import installed_vllm_version
+from matrix.sweep.summary import change_lines, cross_release_lines, summary_lines
+
+ROWS = TypeAdapter(list[Row])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the ``sweep`` command's arguments to ``parser``."""
+    parser.add_argument("--only", nargs="+", metavar="ARCH", help="sweep these architectures")
+    parser.add_argument(
+        "--part",
+        type=int,
+        metavar="K",
+        help="sweep the K-th of the fixed chunks the whole sweep's workers take (1 or 2)",
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="compare with this file (default: the release's committed)"
+    )
+    parser.add_argument(
+        "--record", action="store_true", help="write the release's baseline from this sweep"
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="derive afresh, not from the check cache"
+    )
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers at once")
+    parser.add_argument("--json", type=Path, help="write every architecture's row as JSON")
+    parser.add_argument(
+        "--cells",
+        action="store_true",
+        help="run the class cells (as python -m matrix run does the shipped cases): "
+        "reports/sweep-vllm-<version>.*; pytest arguments after --",
+    )
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--write-cells",
+        action="store_true",
+        help="write the class cells' case files from the committed baselines (no vLLM)",
+    )
+    parser.add_argument(
+        "--releases",
+        action="store_true",
+        help="print each architecture's class on every release with a baseline (no vLLM)",
+    )
+
+
+def _question() -> object:
+    from matrix.sweep.derive import DEVICE, SWEPT_LENGTH
+    from matrix.tools.check_store import plain_question
+
+    return plain_question("sweep", {"device": DEVICE, "length": SWEPT_LENGTH})
+
+
+def swept_rows(jobs: int, cached: bool = True) -> list[Row]:
+    """Every architecture in scope's row: kept ones (unless not ``cached``), else from forked
+    workers (then kept)."""
+    from matrix.tools.check_store import Question
+
+    asked = _question()
+    if isinstance(asked, Question) and cached:
+        kept = asked.answer(ROWS)
+        if kept is not None:
+            print(f"sweep: {len(kept)} architectures, as kept for this install", file=sys.stderr)
+            return kept
+    rows = derive_all(jobs)
+    if isinstance(asked, Question) and not any(r.status == "error" for r in rows):
+        asked.keep(ROWS.dump_python(rows, mode="json"))
+    return rows
+
+
+def derive_all(jobs: int, only: list[str] | None = None, part: int | None = None) -> list[Row]:
+    """Imports vLLM (once, saying so), then every architecture in scope (or ``only``, or the
+    ``part``-th chunk) in forked workers, with progress on stderr."""
+    from matrix.tools.check_cache import import_vllm_saying
+
+    import_vllm_saying("sweep", "to derive every architecture's layout")
+    from matrix.sweep.mapping import known_model_types, model_type_of
+    from matrix.sweep.scope import in_scope
+    from matrix.sweep.workers import ProgressLine, chunks_of, run_workers
+
+    architectures = in_scope()
+    if only is not None:
+        architectures = [a for a in architectures if a.name in only]
+    chunks = chunks_of(architectures)
+    if part is not None:  # as the whole sweep's worker takes it
+        chunks = chunks[part - 1 : part]
+    model_type_of("-", "-")  # the mapping's tables, built once here for every worker
+    known_model_types()
+    progress = ProgressLine(sum(len(chunk) for chunk in chunks))
+    with tempfile.TemporaryDirectory(prefix="matrix-sweep-") as folder:
+        rows = run_workers(chunks, Path(folder), max(1, jobs), progress)
+    return sorted(rows, key=lambda row: row.architecture)
+
+
+def _baseline(options: argparse.Namespace, version: str) -> list[Row] | None:
+    path = options.baseline or baseline_path(version)
+    if not path.is_file():
+        return None
+    return parse_rows(path.read_text(encoding="utf-8"), path)
+
+
+def main(options: argparse.Namespace) -> int:
+    """Runs the sweep the options ask for; returns the exit code."""
+    if options.cells:
+        from matrix.runner.command import run_command
+        from matrix.sweep.cells import CELLS
+
+        return run_command([a for a in options.pytest_args if a != "--"], CELLS, "sweep-")
+    if options.write_cells:
+        from matrix.sweep.cells import write_cells
+
+        written = write_cells()
+        print(f"sweep: wrote {len(written)} class case files in {written[0].parent}")
+        return 0
+    if options.releases:
+        for line in cross_release_lines(committed()):
+            print(line)
+        return 0
+    version = installed_vllm_version()
+    if version is None:
+        print("matrix sweep: vLLM is not installed (use tox -e sweep033)", file=sys.stderr)
+        return 2
+    try:
+        baseline = _baseline(options, version)
+    except (BaselineError, OSError) as error:
+        print(f"matrix sweep: {error}".splitlines()[0], file=sys.stderr)
+        return 2
+    began = time.monotonic()
+    from matrix.sweep.workers import CHUNKS
+
+    if options.part is not None and not 1 <= options.part <= CHUNKS:
+        print(f"matrix sweep: --part {options.part}: 1 to {CHUNKS}", file=sys.stderr)
+        return 2
+    only = set(options.only) if options.only else None
+    if only or options.part:
+        rows = derive_all(options.jobs, sorted(only) if only else None, options.part)
+        only = {row.architecture for row in rows}
+    else:
+        rows = swept_rows(options.jobs, not options.no_cache)
+    print(f"sweep: {time.monotonic() - began:.1f} s", file=sys.stderr)
+    for line in summary_lines(rows):
+        print(line)
+    if options.json:
+        options.json.parent.mkdir(parents=True, exist_ok=True)
+        options.json.write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+    if options.record:
+        if only:
+            print("matrix sweep: --record takes the whole registry", file=sys.stderr)
+            return 2
+        write_baseline(baseline_path(version), rows)
+        print(f"sweep: wrote {baseline_path(version)}")
+        return 0
+    if baseline is None:
+        print(f"matrix sweep: no baseline for vLLM {version}: record one with --record")
+        return 1
+    held = [row for row in baseline if only is None or row.architecture in only]
+    found = changes(held, rows)
+    print()
+    for line in change_lines(found, version):
+        print(line)
+    return 1 if found else 0

@@ -1,0 +1,135 @@
+"""``python -m matrix sweep`` on the installed vLLM, forked from this process (which imported
+vLLM: the ``adapter`` fixture): every architecture in scope against the release's committed
+baseline (what CI checks), a changed class in a baseline named, one shard of the class cells
+run green, and the six hand-described shipped models against their architectures' default
+config classes (docs/adding-a-model.md explains each difference)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from matrix.baselines import read_baseline, write_baseline
+from matrix.installed import installed_vllm_version
+from tests.helpers import forked_main, needs_vllm
+
+pytestmark = needs_vllm
+
+CI_SHARDS = 12  # the class cells' files in this many shards: CI runs the first
+
+
+@pytest.mark.parametrize("part", [1, 2])
+def test_every_architecture_is_as_the_baseline_has_it(
+    adapter: Any, tmp_path: Path, part: int
+) -> None:
+    """The whole sweep, derived afresh, in the two parts its workers take (a test each),
+    matches the release's committed baseline: no traceback, no architecture missing, every
+    class and reason."""
+    from matrix.sweep.workers import CHUNKS
+
+    assert CHUNKS == 2
+    done = forked_main(["sweep", "--part", str(part)], tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "as the vLLM" in done.stdout and "Traceback" not in done.stderr
+    rows = read_baseline(installed_vllm_version() or "")
+    assert rows is not None
+    half = (len(rows) + 1) // 2 if part == 1 else len(rows) // 2
+    assert f"{half} architectures:" in done.stdout
+
+
+def test_a_changed_class_fails_the_sweep_naming_it(adapter: Any, tmp_path: Path) -> None:
+    rows = read_baseline(installed_vllm_version() or "")
+    assert rows is not None
+    edited = [
+        replace(r, detail="full/32") if r.architecture == "OPTForCausalLM" else r for r in rows
+    ]
+    baseline = tmp_path / "baseline.tsv"
+    write_baseline(baseline, edited)
+    args = ["sweep", "--only", "OPTForCausalLM", "--baseline", str(baseline)]
+    done = forked_main(args, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "OPTForCausalLM: was layout: full/32; now layout: full/16" in done.stdout
+
+
+# CI runs one shard of the class cells on one release (0.33's suite; once: the 0.31 suite
+# leaves it): tox -m sweep runs every class's cells on every release.
+@pytest.mark.once
+def test_one_shard_of_the_class_cells_runs_green(adapter: Any, tmp_path: Path) -> None:
+    """The first of the class cells' shards (whole files), as CI runs it: every cell as its
+    class's rules expect."""
+    args = ["sweep", "--cells", "--", "-n", "0", "--splits", str(CI_SHARDS), "--group", "1"]
+    done = forked_main(args, tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+# The shipped models (a config.json or a description each) with their layout class on 0.33,
+# and those whose architecture's default config gives another: docs/adding-a-model.md
+# ("The default configs of the registry sweep") says why each differs.
+SHIPPED = {
+    "deepseek-v3": ("DeepseekV3ForCausalLM", "mla/16"),
+    "falcon-h1": ("FalconH1ForCausalLM", "mamba/len/none + full/1568"),
+    "gemma-2-2b": ("Gemma2ForCausalLM", "sliding_window/16/w4096 + full/16"),
+    "gemma-3-27b": ("Gemma3ForCausalLM", "6x sliding_window/16/w1024 + full/16"),
+    "gpt-oss-20b": ("GptOssForCausalLM", "sliding_window/16/w128 + full/16"),
+    "granite-4.0-h-tiny": ("GraniteMoeHybridForCausalLM", "9x mamba/len/none + full/400"),
+    "jamba-mini": ("JambaForCausalLM", "7x mamba/len/none + full/80"),
+    "kimi-linear-48b-a3b": ("KimiLinearForCausalLM", "3x mamba/len/none + mla/1920"),
+    "llama-3.1-8b": ("LlamaForCausalLM", "full/16"),
+    "llama-4-scout": ("Llama4ForConditionalGeneration", "3x chunked_local/16/w8192 + full/16"),
+    "mistral-7b": ("MistralForCausalLM", "sliding_window/16/w4096"),
+    "nemotron-nano-9b-v2": ("NemotronHForCausalLM", "7x mamba/len/none + full/1312"),
+    "qwen3-next-80b-a3b": ("Qwen3NextForCausalLM", "3x mamba/len/none + full/544"),
+    "zamba2-2.7b": ("Zamba2ForCausalLM", "6x mamba/len/none + full/48"),
+}
+DEFAULT_DIFFERS = {
+    "falcon-h1": "mamba/len/none + full/144",
+    "gemma-3-27b": "6x sliding_window/16/w4096 + full/16",
+    "granite-4.0-h-tiny": "mamba/len/none",
+    "kimi-linear-48b-a3b": "full/16",
+    "nemotron-nano-9b-v2": "mamba/len/none + full/1040",
+}
+
+
+@pytest.mark.skipif(installed_vllm_version() != "0.33.0", reason="the classes of 0.33.0")
+def test_the_shipped_models_against_their_default_configs(adapter: Any) -> None:
+    from matrix.adapters.kv_cache import layout_for
+    from matrix.case.layout_class import class_group, class_key
+    from matrix.case.loading import read_model_file
+    from matrix.case.model_paths import model_file, shipped_models
+    from matrix.sweep.derive import SWEPT_LENGTH, _case
+
+    assert sorted(SHIPPED) == shipped_models()
+    baseline = {r.architecture: r.detail for r in read_baseline("0.33.0") or ()}
+    for slug, (architecture, shipped) in SHIPPED.items():
+        path = model_file(slug, None)
+        assert path is not None
+        described = read_model_file(path)
+        assert described.architecture == architecture
+        layout = layout_for(_case(described, SWEPT_LENGTH))  # type: ignore[arg-type]
+        groups = (
+            class_group(g.kind, g.block_size, g.window, g.mamba_mode, SWEPT_LENGTH)
+            for g in layout.groups
+        )
+        assert class_key(groups) == shipped, slug
+        assert baseline[architecture] == DEFAULT_DIFFERS.get(slug, shipped), slug
+
+
+def test_a_model_file_is_checked_at_the_length_its_config_allows(
+    adapter: Any, tmp_path: Path
+) -> None:
+    """A config allowing fewer positions than the check's 1024 (Whisper's 448) is checked at
+    its own, not refused for the check's length."""
+    import json
+
+    from matrix.adapters.model_checks import check_model_file
+    from matrix.case.shipped import ENGINE_CONFIGS
+
+    config = json.loads((ENGINE_CONFIGS / "llama-tiny" / "config.json").read_text())
+    folder = tmp_path / "short"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 448}))
+    assert check_model_file(folder / "config.json").errors == []
