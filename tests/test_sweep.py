@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from matrix.baselines import read_baseline, write_baseline
+from matrix.case.baselines import read_baseline, write_baseline
 from matrix.installed import installed_vllm_version
 from tests.helpers import forked_main, needs_vllm
 

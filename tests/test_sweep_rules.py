@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from matrix.architectures import known_to
-from matrix.baselines import (
+from matrix.case.baselines import (
     BaselineError,
     Row,
     changes,

@@ -2,7 +2,7 @@
 ``matrix/sweep/cells``, named ``class_<class>``), each layout class with how many architectures
 each release's committed baseline gives it and which, and each variant's worst severity over
 the class's cells; then every architecture of the baselines by name, with its class or reason
-on each release. The architectures come from the committed baselines (``matrix.baselines``),
+on each release. The architectures come from the committed baselines (``matrix.case.baselines``),
 the severities from the cells' records alone, so a report rewritten from its JSON is the same.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from matrix.baselines import Row, committed
+from matrix.case.baselines import Row, committed
 from matrix.case.layout_class import class_slug
 from matrix.judge.result import CellResult
 from matrix.judge.severity import SEVERITY_ORDER

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from matrix.baselines import committed
+from matrix.case.baselines import committed
 from matrix.case.class_cases import class_case
 from matrix.case.layout_class import class_slug
 

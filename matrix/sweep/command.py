@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from matrix.baselines import (
+from matrix.case.baselines import (
     BaselineError,
     Row,
     baseline_path,

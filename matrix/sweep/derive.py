@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from matrix.baselines import Row, Status
+from matrix.case.baselines import Row, Status
 from matrix.case.layout_class import class_group, class_key
 from matrix.sweep.scope import Architecture
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 
-from matrix.baselines import STATUS_WORDS, STATUSES, Change, Row
+from matrix.case.baselines import STATUS_WORDS, STATUSES, Change, Row
 from matrix.case.layout_class import class_slug
 
 

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from matrix.baselines import Row
+from matrix.case.baselines import Row
 from matrix.sweep.scope import Architecture
 
 CHUNKS = 2

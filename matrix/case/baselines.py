@@ -16,7 +16,7 @@ from matrix.releases import release_key
 
 # Beside the sweep's code, not in matrix/registry/: the check cache's key digests that folder,
 # and recording a baseline must not make the next sweep's answers stale.
-BASELINES = Path(__file__).resolve().parent / "sweep" / "baselines"
+BASELINES = Path(__file__).resolve().parent.parent / "sweep" / "baselines"
 
 # An architecture's outcome: a layout, or why none (each reason named, none silent).
 Status = Literal["layout", "unmapped", "missing_package", "unmodelled", "refused", "error"]
