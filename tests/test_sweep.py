@@ -18,7 +18,7 @@ from tests.helpers import forked_main, needs_vllm
 
 pytestmark = needs_vllm
 
-CI_SHARDS = 12  # the class cells' files in this many shards: CI runs the first
+CI_SHARDS = 24  # the class cells' files in this many shards: CI runs the first
 
 
 @pytest.mark.parametrize("part", [1, 2])
