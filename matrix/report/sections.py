@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matrix.judge.result import CellResult
+from matrix.report.connectors import connectors_table, has_connectors
 from matrix.report.costs import cost_details, cost_table
 from matrix.report.models import model_details, models_table
 from matrix.report.tables import (
@@ -50,6 +51,9 @@ def sections(cells: Sequence[CellResult]) -> list[Section]:
         found.append(
             Section("Summary (the upstream PR's table)", "", summary_table(cells), headline=True)
         )
+    if has_connectors(cells):
+        guide = "Each connector's worst severity, of the cells that ran (docs/connectors.md)."
+        found.append(Section("Connectors", guide, connectors_table(cells), headline=True))
     found.append(
         Section(
             "Worst severity per variant",
