@@ -34,6 +34,8 @@ class Worker:
         # Per request: the steps that verified drafts.
         self.verify_steps: defaultdict[str, int] = defaultdict(int)
         self.reported: set[str] = set()  # loads reported finished or failed
+        # Reported, then preempted: a tier connector may load the request again.
+        self.preempted_after_report: set[str] = set()
 
     def execute(
         self, output: Any, finished_loads: set[str], failed_loads: set[str]
@@ -42,6 +44,8 @@ class Worker:
         request_ids = list(output.num_scheduled_tokens)
         sampled = [self._sampled(request_id, output) for request_id in request_ids]
         self.reported |= finished_loads | failed_loads
+        preempted = getattr(output, "preempted_req_ids", None) or ()
+        self.preempted_after_report |= self.reported.intersection(preempted)
         return ModelRunnerOutput(
             req_ids=request_ids,
             req_id_to_index={r: i for i, r in enumerate(request_ids)},
@@ -61,6 +65,15 @@ class Worker:
             self.verify_steps[request_id] += 1
         # Fewer tokens than drafts + 1: the scheduler's own rejection path rolls back the rest.
         return [SAMPLED_TOKEN] * (1 + accepted)
+
+    def load_reported(self, request_id: str, loading: bool) -> bool:
+        """Whether the request's current load has been reported: a request preempted after
+        its load was reported that is loading again (from a connector's tier) owes a new
+        report."""
+        if loading and request_id in self.preempted_after_report:
+            self.preempted_after_report.discard(request_id)
+            self.reported.discard(request_id)
+        return request_id in self.reported
 
     def propose_drafts(self) -> None:
         """The drafter's proposals for every running request (synchronous engines only: with

@@ -166,8 +166,14 @@ class Handle:
         return request_id
 
     def load_reported(self, request_id: str) -> bool:
-        """Whether the worker has reported the request's load (finished or failed)."""
-        return request_id in self.worker.reported
+        """Whether the worker has reported the request's load (finished or failed); a load
+        again after a preemption (from a connector's tier) is a new one."""
+        worker = self.worker
+        if request_id in worker.preempted_after_report:
+            request = self._request_of(request_id)
+            loading = request is not None and request.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+            return worker.load_reported(request_id, loading)
+        return request_id in worker.reported
 
     def step(
         self, finished_loads: set[str], failed_loads: frozenset[str] = frozenset()

@@ -78,15 +78,17 @@ def _run_alone(
     scheduler = handle.scheduler
     handle.submit(request_id, prompt, params)
     loading: set[str] = set()
+    reported: set[str] = set()  # each load is reported once
     for _ in range(WARM_STEPS):
         if _quiet(handle, stores_done):
             return
         handle.engine.step(loading, set())
+        reported |= loading
         loading = {
             r.request_id
             for r in scheduler.requests.values()
             if r.status == RequestStatus.WAITING_FOR_REMOTE_KVS
-        }
+        } - reported
     if request_id in scheduler.requests:
         scheduler.finish_requests([request_id], RequestStatus.FINISHED_ABORTED)
     for _ in range(WARM_STEPS):
