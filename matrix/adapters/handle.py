@@ -210,6 +210,10 @@ class Handle:
             or self.side.pinned()
         )
 
+    def connector_busy(self) -> bool:
+        """Whether the connector's worker still owes a report (a store) that can free blocks."""
+        return self.side.busy() or bool(self.side.pinned())
+
     def state(self) -> SchedulerState:
         """Every request the case added (finished once it left) and the free blocks."""
         scheduler = self.scheduler
