@@ -55,7 +55,8 @@ class Handle:
         config.cache_config.num_gpu_blocks = pool
         family = family_of(case)
         groups = list(plan.groups)
-        tensors = metadata_tensors(groups, pool) if family.needs_tensors() else []
+        block_bytes = family.tensor_block_bytes()
+        tensors = metadata_tensors(groups, pool, block_bytes) if block_bytes else []
         kv_cache_config = KVCacheConfig(
             num_blocks=pool, kv_cache_tensors=tensors, kv_cache_groups=groups
         )

@@ -73,8 +73,9 @@ class ConnectorFamily(Protocol):
         itself, has no path the case needs), or None."""
         ...
 
-    def needs_tensors(self) -> bool:
-        """Whether its scheduler side needs ``KVCacheConfig.kv_cache_tensors``."""
+    def tensor_block_bytes(self) -> int:
+        """The bytes a block of a metadata-only ``KVCacheConfig.kv_cache_tensors`` entry its
+        scheduler side reads (0: it reads none)."""
         ...
 
     def attach(self, connector: Any, scheduler: Any, case: CaseFile) -> ConnectorSide:

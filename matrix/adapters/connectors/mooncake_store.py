@@ -183,9 +183,9 @@ class MooncakeStore:
             )
         return None
 
-    def needs_tensors(self) -> bool:
-        """Its scheduler side reads no tensors."""
-        return False
+    def tensor_block_bytes(self) -> int:
+        """0: its scheduler side reads no tensors."""
+        return 0
 
     def attach(self, connector: Any, scheduler: Any, case: CaseFile) -> ConnectorSide:
         """The simulated store and worker of this scheduler's connector."""

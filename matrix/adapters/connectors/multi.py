@@ -121,9 +121,9 @@ class Multi:
                 return f"MultiConnector's child {child.name}: {reason}"
         return None
 
-    def needs_tensors(self) -> bool:
-        """When a child does."""
-        return any(f.needs_tensors() for f in self.families.values())
+    def tensor_block_bytes(self) -> int:
+        """A child's that reads tensors."""
+        return max(f.tensor_block_bytes() for f in self.families.values())
 
     def attach(self, connector: Any, scheduler: Any, case: CaseFile) -> ConnectorSide:
         """Each child attached to vLLM's child connector, in order."""

@@ -58,7 +58,9 @@ class OffloadingSide(TierSide):
 
     def _observe(self, meta: OffloadingConnectorMetadata) -> None:
         for job_id, job in meta.load_jobs.items():
-            if job.sync:  # loaded before this step's forward pass: no finished_recving
+            if getattr(
+                job, "sync", False
+            ):  # (0.33) loaded before this step's forward pass: no finished_recving
                 self.now.add(job_id)
             else:
                 self.loads[job.req_id].add(job_id)
@@ -115,9 +117,9 @@ class Offloading:
             case, "OffloadingConnector", "its worker asserts every transfer succeeds"
         )
 
-    def needs_tensors(self) -> bool:
-        """It sizes its CPU pool from the groups' pages when there are no tensors."""
-        return False
+    def tensor_block_bytes(self) -> int:
+        """0: it sizes its CPU pool from the groups' pages."""
+        return 0
 
     def attach(self, connector: Any, scheduler: Any, case: CaseFile) -> ConnectorSide:
         """The simulated worker of this scheduler's connector."""

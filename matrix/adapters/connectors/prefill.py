@@ -113,9 +113,9 @@ class PrefillFamily:
             )
         return None
 
-    def needs_tensors(self) -> bool:
-        """The scheduler side reads no tensors."""
-        return False
+    def tensor_block_bytes(self) -> int:
+        """0: its scheduler side reads no tensors."""
+        return 0
 
     def attach(self, connector: Any, scheduler: Any, case: CaseFile) -> ConnectorSide:
         """The harness's side of the connector."""

@@ -31,6 +31,9 @@ from matrix.case.format import CaseFile
 # shipped case's stores, small enough to build in milliseconds.
 CPU_BLOCKS = 4096
 CPU_BYTES = 1 << 40
+# The metadata tensor's bytes per GPU block: the CPU bytes over them are CPU_BLOCKS (0.30-0.32
+# size the tier from that ratio; 0.33 also takes num_cpu_blocks, at most that ratio).
+TENSOR_BLOCK_BYTES = CPU_BYTES // CPU_BLOCKS
 
 
 class SimpleCPUSide(TierSide):
@@ -115,9 +118,9 @@ class SimpleCPUOffload:
             case, "SimpleCPUOffloadConnector", "its worker reports no failed transfer"
         )
 
-    def needs_tensors(self) -> bool:
-        """It sizes its CPU tier from the GPU tensors (a metadata-only one does)."""
-        return True
+    def tensor_block_bytes(self) -> int:
+        """It sizes its CPU tier from the GPU tensors: a metadata-only one's bytes a block."""
+        return TENSOR_BLOCK_BYTES
 
     def attach(self, connector: Any, scheduler: Any, case: CaseFile) -> ConnectorSide:
         """The simulated worker of this scheduler's connector."""

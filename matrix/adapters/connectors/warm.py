@@ -24,14 +24,21 @@ WARM_STEPS = 256
 WARM_SUFFIX = "~stored"
 
 
-def metadata_tensors(groups: Sequence[KVCacheGroupSpec], pool: int) -> list[KVCacheTensor]:
-    """One tensor describing the pool's bytes (every group's page per block), allocated by
-    no one: what a scheduler side that sizes from tensors reads."""
+def metadata_tensors(
+    groups: Sequence[KVCacheGroupSpec], pool: int, block_bytes: int
+) -> list[KVCacheTensor]:
+    """One tensor describing a pool of ``block_bytes`` a block, allocated by no one: what a
+    scheduler side that sizes its tier from the GPU's bytes reads (every release divides its
+    CPU bytes by them)."""
     pages = [group.kv_cache_spec.page_size_bytes for group in groups]
     layers = [name for group in groups for name in group.layer_names]
-    block = sum(pages)
     return [
-        KVCacheTensor(size=block * pool, layers=layers, layer_stride=max(pages), block_stride=block)
+        KVCacheTensor(
+            size=block_bytes * pool,
+            layers=layers,
+            layer_stride=max(pages),
+            block_stride=block_bytes,
+        )
     ]
 
 
