@@ -165,6 +165,8 @@ def junit_properties(result: CellResult) -> list[tuple[str, str]]:
     ]
     if result.fit:
         properties.append(("fit", str(result.fit)))
+    if result.connector:
+        properties.append(("connector", result.connector))
     return properties
 
 

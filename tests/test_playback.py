@@ -69,6 +69,9 @@ class ScriptedHandle:
     def accounting(self) -> BlockAccount:
         return self.account
 
+    def connector_busy(self) -> bool:
+        return False
+
     def settled(self) -> bool:
         finished_at = self.script.index(FINISHED)
         return self.steps >= finished_at + self.unsettled_steps

@@ -2,8 +2,9 @@
 (and, for a picture, each group's blocks per request).
 
 A block is free (in the pool's free queue, cached or not), held (in some request's block
-table, in any KV cache group, or waiting in the scheduler's deferred frees), or the null
-block. Nothing else may keep one: a block in none of these places has leaked.
+table, in any KV cache group, waiting in the scheduler's deferred frees, or referenced by the
+connector: a load or store in flight), or the null block. Nothing else may keep one: a block
+in none of these places has leaked.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from matrix.adapters.protocol import BlockAccount
 _block_id = attrgetter("block_id")
 
 
-def block_account(scheduler: Any) -> BlockAccount:
-    """Where every block of ``scheduler``'s pool is: free, held (each block once), and, when
-    the count needs explaining (it does not balance, or blocks are held once no request is
-    left), by whom."""
+def block_account(scheduler: Any, pinned: frozenset[int] = frozenset()) -> BlockAccount:
+    """Where every block of ``scheduler``'s pool is: free, held (each block once: in a block
+    table, a deferred free, or ``pinned`` by the connector), and, when the count needs
+    explaining (it does not balance, or blocks are held once no request is left), by whom."""
     manager = scheduler.kv_cache_manager
     groups = manager.coordinator.single_type_managers
     pool = manager.block_pool
@@ -32,6 +33,7 @@ def block_account(scheduler: Any) -> BlockAccount:
             held.update(map(_block_id, blocks))
     for _, blocks in scheduler.deferred_frees:
         held.update(map(_block_id, blocks))
+    held |= pinned
     # The null block (the pool's one block with ``is_null``) stands in the tables for blocks a
     # group skips; it is never held.
     held.discard(pool.null_block.block_id)
@@ -49,7 +51,7 @@ def block_account(scheduler: Any) -> BlockAccount:
                     if any(not block.is_null for block in blocks)
                 }
             )
-        )
+        ) + (("the connector",) if pinned else ())
     return BlockAccount(pool.num_gpu_blocks, free, len(held), holders)
 
 

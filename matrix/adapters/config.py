@@ -5,6 +5,7 @@ cache, speculative decoding, the NIXL connector), built by vLLM's own config cla
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,13 @@ from vllm.config import (
     VllmConfig,
 )
 
+from matrix.adapters.connectors import family_of
 from matrix.case.format import CaseFile
 from matrix.case.model_paths import ENGINE_CONFIG_DEFAULT, model_directory
 from matrix.case.reading import read_json
 from matrix.frozen import fast_init
+
+EXTRA_CONFIG = "kv_connector_extra_config"
 
 
 def cache_block_size(case: CaseFile) -> int:
@@ -65,8 +69,13 @@ def _scheduler_settings(case: CaseFile) -> dict[str, Any]:
 
 
 def _transfer_settings(case: CaseFile) -> dict[str, Any]:
-    """``KVTransferConfig`` arguments: NIXL as a consumer, overridden by ``engine:``."""
-    settings: dict[str, Any] = {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}
+    """``KVTransferConfig`` arguments: the case's connector in its role (NIXL as a consumer
+    by default), overridden by ``engine:``; its extra config as JSON (a settings key is
+    hashed)."""
+    settings = family_of(case).transfer_config(case)
+    extra = settings.pop("kv_connector_extra_config", None)
+    if extra is not None:
+        settings[EXTRA_CONFIG] = json.dumps(extra, sort_keys=True)
     if case.engine.kv_role is not None:
         settings["kv_role"] = case.engine.kv_role
     if case.engine.kv_load_failure_policy is not None:
@@ -188,6 +197,14 @@ def _model_config(settings: EngineSettings) -> ModelConfig:
     return copy.deepcopy(_model_configs[key])
 
 
+def transfer_arguments(settings: EngineSettings) -> dict[str, Any]:
+    """``KVTransferConfig``'s arguments, the extra config read back from its JSON."""
+    arguments = dict(settings.transfer)
+    if EXTRA_CONFIG in arguments:
+        arguments[EXTRA_CONFIG] = json.loads(arguments[EXTRA_CONFIG])
+    return arguments
+
+
 def build_vllm_config(settings: EngineSettings) -> VllmConfig:
     """The engine configuration built by vLLM's own config classes on a CPU."""
     model = _model_config(settings)
@@ -218,7 +235,7 @@ def build_vllm_config(settings: EngineSettings) -> VllmConfig:
         model_config=model,
         scheduler_config=scheduler,
         cache_config=cache,
-        kv_transfer_config=KVTransferConfig(**dict(settings.transfer)),
+        kv_transfer_config=KVTransferConfig(**transfer_arguments(settings)),
         device_config=DeviceConfig("cpu"),
         speculative_config=speculative,
     )

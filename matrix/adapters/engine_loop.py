@@ -1,8 +1,9 @@
 """The two simulated parts around a real scheduler, and the engine loop between them.
 
-:class:`Worker` stands for the model runner and NIXL's worker side: for a scheduled batch it
-returns the output a GPU worker would (a token per request that reached the end of its
-prompt, the accepted drafts, the loads that finished or failed). :class:`EngineLoop` calls
+:class:`Worker` stands for the model runner and the connector's worker side: for a scheduled
+batch it returns the output a GPU worker would (a token per request that reached the end of
+its prompt, the accepted drafts, and the connector's report: the loads that finished or
+failed, the stores and jobs done, ``connectors/``). :class:`EngineLoop` calls
 the scheduler as ``EngineCore`` does: ``step`` for the synchronous scheduler, and
 ``step_with_batch_queue`` (``max_concurrent_batches`` deep, each batch's output processed one
 call later) for ``AsyncScheduler``. Everything else is vLLM's own code.
@@ -13,8 +14,9 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from typing import Any
 
-from vllm.v1.outputs import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
+from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 
+from matrix.adapters.connectors.base import ConnectorSide
 from matrix.adapters.protocol import StepOutcome
 from matrix.case.engine import Accept, accepted_drafts
 
@@ -25,12 +27,15 @@ DRAFT_TOKEN = 11
 class Worker:
     """What the GPU side returns for a batch, computed when the batch is executed."""
 
-    def __init__(self, scheduler: Any, accept: Accept) -> None:
+    def __init__(self, scheduler: Any, accept: Accept, side: ConnectorSide) -> None:
         self.scheduler = scheduler
         self.accept = accept
+        self.side = side  # the connector's worker side
         # Per request: the steps that verified drafts.
         self.verify_steps: defaultdict[str, int] = defaultdict(int)
         self.reported: set[str] = set()  # loads reported finished or failed
+        # Reported, then preempted: a tier connector may load the request again.
+        self.preempted_after_report: set[str] = set()
 
     def execute(
         self, output: Any, finished_loads: set[str], failed_loads: set[str]
@@ -39,11 +44,13 @@ class Worker:
         request_ids = list(output.num_scheduled_tokens)
         sampled = [self._sampled(request_id, output) for request_id in request_ids]
         self.reported |= finished_loads | failed_loads
+        preempted = getattr(output, "preempted_req_ids", None) or ()
+        self.preempted_after_report |= self.reported.intersection(preempted)
         return ModelRunnerOutput(
             req_ids=request_ids,
             req_id_to_index={r: i for i, r in enumerate(request_ids)},
             sampled_token_ids=sampled,
-            kv_connector_output=self._connector_output(finished_loads, failed_loads),
+            kv_connector_output=self.side.report(output, finished_loads, failed_loads),
         )
 
     def _sampled(self, request_id: str, output: Any) -> list[int]:
@@ -59,31 +66,14 @@ class Worker:
         # Fewer tokens than drafts + 1: the scheduler's own rejection path rolls back the rest.
         return [SAMPLED_TOKEN] * (1 + accepted)
 
-    def _connector_output(
-        self, finished_loads: set[str], failed_loads: set[str]
-    ) -> KVConnectorOutput | None:
-        if not finished_loads and not failed_loads:
-            return None
-        # NIXL reports a failed load as done and failed; without the hybrid manager it also
-        # names the request's unhashed blocks of the first group as invalid.
-        invalid: set[int] = set()
-        if failed_loads and not self._hybrid_transfer():
-            manager = self.scheduler.kv_cache_manager.coordinator.single_type_managers[0]
-            for request_id in failed_loads:
-                invalid |= {
-                    block.block_id
-                    for block in manager.req_to_blocks.get(request_id, ())
-                    if block.block_hash is None and not block.is_null
-                }
-        return KVConnectorOutput(
-            finished_recving=finished_loads | failed_loads,
-            failed_recving=set(failed_loads),
-            invalid_block_ids=invalid,
-        )
-
-    def _hybrid_transfer(self) -> bool:
-        """NIXL's own rule, read from its scheduler side: transfers per KV cache group."""
-        return bool(self.scheduler.connector.connector_scheduler._is_hma_required)
+    def load_reported(self, request_id: str, loading: bool) -> bool:
+        """Whether the request's current load has been reported: a request preempted after
+        its load was reported that is loading again (from a connector's tier) owes a new
+        report."""
+        if loading and request_id in self.preempted_after_report:
+            self.preempted_after_report.discard(request_id)
+            self.reported.discard(request_id)
+        return request_id in self.reported
 
     def propose_drafts(self) -> None:
         """The drafter's proposals for every running request (synchronous engines only: with

@@ -22,6 +22,10 @@ from vllm.v1.structured_output import StructuredOutputManager
 from matrix.adapters.accounting import block_account, blocks_by_group, group_labels
 from matrix.adapters.admission import admission_need
 from matrix.adapters.blueprint import blueprint
+from matrix.adapters.connectors import family_of
+from matrix.adapters.connectors.base import ConnectorSide
+from matrix.adapters.connectors.prefill import PrefillSide
+from matrix.adapters.connectors.warm import metadata_tensors, warm_tier
 from matrix.adapters.engine_loop import EngineLoop, Worker
 from matrix.adapters.protocol import (
     BlockAccount,
@@ -30,7 +34,7 @@ from matrix.adapters.protocol import (
     SchedulerState,
     StepOutcome,
 )
-from matrix.adapters.requests import STATUS_WORDS, distinct_prompt, remote_prefill
+from matrix.adapters.requests import STATUS_WORDS, distinct_prompt
 from matrix.adapters.snapshots import StateReader
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
@@ -43,12 +47,18 @@ class Handle:
     """One real scheduler built for one case and pool size, and the simulated engine around
     it; the release-specific hooks at its end are implemented by each release's module."""
 
+    side: ConnectorSide  # the connector's worker side, and what its tier holds
+
     def __init__(self, case: CaseFile, pool: int) -> None:
         plan = blueprint(case)
         config = plan.config
         config.cache_config.num_gpu_blocks = pool
+        family = family_of(case)
+        groups = list(plan.groups)
+        block_bytes = family.tensor_block_bytes()
+        tensors = metadata_tensors(groups, pool, block_bytes) if block_bytes else []
         kv_cache_config = KVCacheConfig(
-            num_blocks=pool, kv_cache_tensors=[], kv_cache_groups=list(plan.groups)
+            num_blocks=pool, kv_cache_tensors=tensors, kv_cache_groups=groups
         )
         # The engine's choice of scheduler class (EngineCore picks it from the same setting).
         scheduler_class = AsyncScheduler if config.scheduler_config.async_scheduling else Scheduler
@@ -63,9 +73,13 @@ class Handle:
             )
         )
         self._block_hasher = plan.block_hasher
+        self.side = family.attach(self.scheduler.connector, self.scheduler, case)
         speculative = case.speculative
-        self.worker = Worker(self.scheduler, speculative.accept if speculative else "all")
+        self.worker = Worker(
+            self.scheduler, speculative.accept if speculative else "all", self.side
+        )
         self.engine = EngineLoop(self.scheduler, self.worker, config.max_concurrent_batches)
+        warm_tier(self, case.requests)
 
     @classmethod
     def adopt(cls, scheduler: Any) -> Self:
@@ -79,6 +93,8 @@ class Handle:
     def _track(self, scheduler: Any) -> None:
         """Drives ``scheduler``: no request added yet."""
         self.scheduler: Any = scheduler
+        # NIXL's side (no tier, no pins) until a case's connector is attached.
+        self.side = PrefillSide(scheduler, getattr(scheduler, "connector", None), {})
         self._known: list[str] = []  # the case's request ids, in the order added
         self._prompts: dict[str, list[int]] = {}
         self._reader = StateReader(STATUS_WORDS)
@@ -99,12 +115,19 @@ class Handle:
         )
 
     def add_request(self, spec: RequestSpec) -> None:
-        """Adds the request as the engine would, with NIXL's remote-prefill parameters if async."""
+        """Adds the request as the engine would, with the connector's parameters if it loads
+        from a prefill instance (NIXL's remote prefill)."""
         params = self.sampling_params(spec.max_tokens)
-        if spec.async_load:
-            params.extra_args = {
-                "kv_transfer_params": remote_prefill(spec.id, spec.prompt_tokens())
-            }
+        transfer = self.side.transfer_params(spec)
+        if transfer is not None:
+            params.extra_args = {"kv_transfer_params": transfer}
+        prompt = self.prompt_of(spec)
+        self._prompts[spec.id] = prompt
+        self.submit(spec.id, prompt, params)
+        self._known.append(spec.id)
+
+    def prompt_of(self, spec: RequestSpec) -> list[int]:
+        """The request's prompt tokens, its shared prefix copied in."""
         prompt = self.prompt_tokens(spec.id, spec.prompt_tokens())
         if spec.prefix is not None:
             # Alone (as when the fit is measured) the request keeps the same tokens.
@@ -112,9 +135,17 @@ class Handle:
                 spec.prefix.of, spec.prompt_tokens()
             )
             prompt[: spec.prefix.tokens] = of[: spec.prefix.tokens]
-        self._prompts[spec.id] = prompt
-        self.submit(spec.id, prompt, params)
-        self._known.append(spec.id)
+        return prompt
+
+    def request_of(self, request_id: str, prompt: list[int], params: SamplingParams) -> Request:
+        """vLLM's request, as ``EngineCore`` makes it (its block hashes computed)."""
+        return Request(
+            request_id=request_id,
+            prompt_token_ids=prompt,
+            sampling_params=params,
+            pooling_params=None,
+            block_hasher=self._block_hasher,
+        )
 
     # How requests reach the scheduler and how their loads are heard of: the simulated
     # engine's; a live engine's handle (matrix/live/handle.py) overrides these.
@@ -129,23 +160,21 @@ class Handle:
 
     def submit(self, request_id: str, prompt: list[int], params: SamplingParams) -> None:
         """Hands the request to the scheduler, as ``EngineCore.add_request`` does."""
-        self.scheduler.add_request(
-            Request(
-                request_id=request_id,
-                prompt_token_ids=prompt,
-                sampling_params=params,
-                pooling_params=None,
-                block_hasher=self._block_hasher,
-            )
-        )
+        self.scheduler.add_request(self.request_of(request_id, prompt, params))
 
     def scheduler_request_id(self, request_id: str) -> str:
         """The id the scheduler knows the case's request by."""
         return request_id
 
     def load_reported(self, request_id: str) -> bool:
-        """Whether the worker has reported the request's load (finished or failed)."""
-        return request_id in self.worker.reported
+        """Whether the worker has reported the request's load (finished or failed); a load
+        again after a preemption (from a connector's tier) is a new one."""
+        worker = self.worker
+        if request_id in worker.preempted_after_report:
+            request = self._request_of(request_id)
+            loading = request is not None and request.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+            return worker.load_reported(request_id, loading)
+        return request_id in worker.reported
 
     def step(
         self, finished_loads: set[str], failed_loads: frozenset[str] = frozenset()
@@ -158,8 +187,8 @@ class Handle:
         self.scheduler.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED)
 
     def accounting(self) -> BlockAccount:
-        """Where every block of the pool is now."""
-        return block_account(self.scheduler)
+        """Where every block of the pool is now (the connector's pins among the held)."""
+        return block_account(self.scheduler, self.side.pinned())
 
     def blocks_held(self, request_ids: Sequence[str]) -> tuple[tuple[int, ...], ...]:
         """Each KV cache group's blocks per request, now (for a picture)."""
@@ -170,9 +199,21 @@ class Handle:
         return group_labels(self.scheduler)
 
     def settled(self) -> bool:
-        """No request, batch or deferred free is left that could still return blocks."""
+        """No request, batch, deferred free or connector work (a store the worker has not
+        reported, a block the connector references) is left that could still return
+        blocks."""
         scheduler = self.scheduler
-        return not (scheduler.requests or self.engine.batch_queue or scheduler.deferred_frees)
+        return not (
+            scheduler.requests
+            or self.engine.batch_queue
+            or scheduler.deferred_frees
+            or self.side.busy()
+            or self.side.pinned()
+        )
+
+    def connector_busy(self) -> bool:
+        """Whether the connector's worker still owes a report (a store) that can free blocks."""
+        return self.side.busy() or bool(self.side.pinned())
 
     def state(self) -> SchedulerState:
         """Every request the case added (finished once it left) and the free blocks."""

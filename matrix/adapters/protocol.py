@@ -150,6 +150,10 @@ class SchedulerHandle(Protocol):
         """Nothing left (requests, batches in flight, deferred frees) that could free blocks."""
         ...
 
+    def connector_busy(self) -> bool:
+        """Whether the connector's worker still owes a report (a store) that can free blocks."""
+        ...
+
     def blocks_held(self, request_ids: Sequence[str]) -> tuple[tuple[int, ...], ...]:
         """Each KV cache group's blocks per request, now (read only for a picture)."""
         ...

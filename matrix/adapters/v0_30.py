@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters.config import async_refusal
+from matrix.adapters.connectors import family_of
 from matrix.adapters.handle import Handle
 from matrix.adapters.kv_cache import case_groups, with_layout
 from matrix.adapters.layout import LayoutError
@@ -92,6 +93,9 @@ class Vllm030:
         refusal = async_refusal(case)
         if refusal:
             return f"vLLM {self.release} cannot schedule this case asynchronously: {refusal}"
+        refused = family_of(case).unsupported(case.model_copy(update={"groups": groups}))
+        if refused:
+            return f"{refused} (vLLM {self.release})"
         policy = case.engine.kv_load_failure_policy
         policies = release_failure_policies()
         if policy is not None and policy not in policies:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from matrix.case.connector import DEFAULT_CONNECTOR
 from matrix.case.format import CASE_NAME, CaseFile, Expectation
 from matrix.case.loading import CaseFileError, LoadedDocument, Location, read_document, validate
 from matrix.case.model_paths import MODELS_FOLDER, is_model_file
@@ -76,7 +77,7 @@ class Case:
     def digest(self) -> str:
         """Identifies what the case says, so reports of different versions of it are never
         compared."""
-        return hashlib.sha256(self.definition.model_dump_json().encode()).hexdigest()[:12]
+        return hashlib.sha256(self.definition.identity_json().encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,9 @@ def expand_document(
     base = validate(document, variants=variants)
     if not base.matrix:
         lines = _expectation_lines(document, {}, base)
-        return [Case(base.name, document.path, document.line_of(("name",)), base, lines)]
+        labels = connector_label(base, [])
+        case_id = f"{base.name}[{labels}]" if labels else base.name
+        return [Case(case_id, document.path, document.line_of(("name",)), base, lines)]
     axes = list(base.matrix.items())
     points = itertools.product(*(_axis_points(name, axis, document) for name, axis in axes))
     return [_case_at(document, base.name, axes, combination, variants) for combination in points]
@@ -217,7 +220,20 @@ def _case_at(
     except CaseFileError as error:
         raise CaseFileError(error.path, error.line, f"[{labels}] {error.message}") from None
     lines = _expectation_lines(document, axis_lines, spec)
+    labels = ",".join(filter(None, (connector_label(spec, axes), labels)))
     return Case(f"{name}[{labels}]", document.path, document.line_of(("name",)), spec, lines)
+
+
+def connector_label(spec: CaseFile, axes: list[tuple[str, Axis]]) -> str:
+    """``connector=NAME`` for a case whose loads go through another connector than the
+    default, unless an axis that sets the connector already names it in the id."""
+    if spec.connector == DEFAULT_CONNECTOR:
+        return ""
+    for _, axis in axes:
+        places = axis.values.values() if axis.path is None and isinstance(axis.values, dict) else ()
+        if axis.path == "connector" or any("connector" in overlay for overlay in places):
+            return ""
+    return f"connector={spec.connector}"
 
 
 def _apply_when(

@@ -15,6 +15,13 @@ from pydantic import Discriminator, Field, Tag, ValidationInfo, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from matrix.case.config_json import ConfigModel
+from matrix.case.connector import (
+    DEFAULT_CONNECTOR,
+    ConnectorName,
+    ConnectorOptions,
+    check_connector_case,
+    digest_exclusions,
+)
 from matrix.case.engine import Engine
 from matrix.case.events import Event, RunBound, RunEvent, StepEvent, named_requests
 from matrix.case.limits import LIMITS, Size, excess
@@ -77,6 +84,9 @@ class CaseFile(Strict):
     groups: Annotated[list[Group], Field(min_length=1)] = []  # absent: a described model
     speculative: Speculative | None = None
     engine: Engine = Engine()
+    # The KV connector whose scheduler side the loads go through (matrix/case/connector.py).
+    connector: ConnectorName = DEFAULT_CONNECTOR
+    connector_options: ConnectorOptions = ConnectorOptions()
     pool: Annotated[
         Annotated[Annotated[int, Field(ge=2)], Tag("blocks")]
         | Annotated[PoolSweep, Tag("sweep")]
@@ -195,6 +205,21 @@ class CaseFile(Strict):
             if variant in self.variants[:index]:
                 raise PlacedError(("variants", index), f"variant '{variant}' repeats")
         return self
+
+    @model_validator(mode="after")
+    def _connector_settings(self) -> CaseFile:
+        check_connector_case(
+            self.connector,
+            self.connector_options,
+            self.requests,
+            set(self.connector_options.model_fields_set),
+        )
+        return self
+
+    def identity_json(self) -> str:
+        """What the case says, as its digest reads it: the connector's fields left out where
+        they hold their defaults, so a case that names no connector keeps its digest."""
+        return self.model_dump_json(exclude=digest_exclusions(self))
 
     @model_validator(mode="after")
     def _known_variants(self, info: ValidationInfo) -> CaseFile:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from matrix.case.connector import Stored
 from matrix.case.engine import Accept, Prefix
 from matrix.case.model import PromptInBlocks
 from matrix.case.strict import PlacedError, Strict
@@ -83,6 +84,10 @@ class RequestSpec(Strict):
     # During ``run``, the remote side completes this request's load so many steps after
     # its admission.
     complete_load_after: Annotated[int, Field(ge=1, le=1000)] = 1
+    # What the connector's tier holds of the prompt (store and offload connectors), and how
+    # many steps after the scheduler issues a store of this request the worker reports it.
+    stored: Stored | None = None
+    complete_store_after: Annotated[int, Field(ge=1, le=1000)] = 1
 
     def prompt_tokens(self) -> int:
         """The prompt's length (one given in blocks is counted out by the adapters first)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from matrix.case.connector import DEFAULT_CONNECTOR
 from matrix.case.expansion import Cell
 from matrix.judge.runs import RunKind
 from matrix.judge.severity import PoolFailure
@@ -54,6 +55,8 @@ class CellResult:
     # What each pool whose run finished cost: steps, preemptions, each load's admission and
     # wait, a line a pool (matrix/judge/cost.py); a variant's against stock's in the reports.
     costs: tuple[str, ...] = ()
+    # The connector a cell's loads went through, where it is not the default (NIXL).
+    connector: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data (a report's cell, an xdist report property)."""
@@ -61,8 +64,9 @@ class CellResult:
         data["failures"] = [asdict(f) for f in self.failures]
         if self.steps:
             data["steps"] = [s.to_dict() for s in self.steps]
-        # Cells of hand-written layouts keep the shape reports had before models.
-        return {k: v for k, v in data.items() if k != "model" or v is not None}
+        # Cells of hand-written layouts (of NIXL) keep the shape reports had before models
+        # (connectors).
+        return {k: v for k, v in data.items() if k not in ("model", "connector") or v is not None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellResult:
@@ -148,6 +152,7 @@ def _record(cell: Cell, **outcome: Any) -> CellResult:
         expected_kind=cell.expected if pinned_kind else None,
         source=f"{cell.case.source.name}:{cell.line}",
         model=definition.model if definition.described is not None else None,
+        connector=None if definition.connector == DEFAULT_CONNECTOR else definition.connector,
         **outcome,
     )
 

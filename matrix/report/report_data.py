@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from matrix.case.connector import CONNECTOR_NAMES
 from matrix.case.expansion import CASE_ID
 from matrix.case.limits import MAX_REPORT_BYTES
 from matrix.case.reading import CaseFileError, read_json
@@ -131,6 +132,8 @@ def _name_problem(cell: CellResult) -> str | None:
         return f"case: {cell.case[:60]!r} is not a case id (name[axis=label,...])"
     if re.fullmatch(VARIANT_ID, cell.variant) is None:
         return f"variant: {cell.variant[:60]!r} is not a variant's name"
+    if cell.connector is not None and cell.connector not in CONNECTOR_NAMES:
+        return f"connector: {cell.connector[:60]!r} is not a connector's name"
     for index, text in enumerate(cell.costs):
         try:
             PoolCost.from_text(text)

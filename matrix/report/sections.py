@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matrix.judge.result import CellResult
+from matrix.report.connectors import connectors_table, has_connectors
 from matrix.report.costs import cost_details, cost_table
 from matrix.report.models import model_details, models_table
 from matrix.report.registry import architecture_table, class_of, registry_table
@@ -58,6 +59,9 @@ def sections(cells: Sequence[CellResult]) -> list[Section]:
                 headline=True,
             )
         )
+    if has_connectors(cells):
+        guide = "Each connector's worst severity, of the cells that ran (docs/connectors.md)."
+        found.append(Section("Connectors", guide, connectors_table(cells), headline=True))
     found.append(
         Section(
             "Worst severity per variant",

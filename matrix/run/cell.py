@@ -8,6 +8,7 @@ import hashlib
 from collections.abc import Callable
 
 from matrix.adapters.protocol import Startable, VersionAdapter
+from matrix.case.connector import digest_exclusions
 from matrix.case.expansion import Cell
 from matrix.case.format import CaseFile
 from matrix.run.fit import measure_fit
@@ -72,7 +73,9 @@ def run_cell(
         return CellRun(fit.blocks, slack, tuple(traces), timeout=detail, startable=startable)
     digest = ""
     if case.described is not None:
-        groups = case.model_dump_json(include={"groups", "requests"})
+        groups = case.model_dump_json(
+            include={"groups", "requests"}, exclude=digest_exclusions(case)
+        )
         digest = hashlib.sha256(groups.encode()).hexdigest()[:12]
     return CellRun(
         fit.blocks,

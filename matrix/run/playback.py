@@ -198,7 +198,8 @@ class Playback:
         if not all(not r.scheduled and r.state == recent[0].state for r in recent):
             return False
         finishing, failing = self._loads_to_report()
-        return not (finishing or failing)
+        # A store the connector's worker has yet to report can still free blocks.
+        return not (finishing or failing or self.handle.connector_busy())
 
     def run(self, bound: RunBound) -> StopReason:
         """Steps until done or stuck; the remote side completes each load its

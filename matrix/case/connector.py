@@ -1,0 +1,132 @@
+"""The connector a case's loads go through (``connector:``), its own settings
+(``connector_options:``) and what a request finds in the connector's tier (``stored:``).
+
+Pure: names and shapes only. Which vLLM class each name is, what it needs and what it cannot
+do are the adapters' (``matrix/adapters/connectors/``); docs/connectors.md says both.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import Field, model_validator
+
+from matrix.case.strict import PlacedError, Strict
+
+# The connectors a case may name; ``nixl`` (NIXL's pull side, the P/D decode instance) is
+# every case's unless it says otherwise.
+ConnectorName = Literal[
+    "nixl",
+    "nixl_push",
+    "offloading",
+    "simple_cpu_offload",
+    "mooncake_store",
+    "multi",
+    "mooncake",
+    "moriio",
+]
+CONNECTOR_NAMES: tuple[str, ...] = get_args(ConnectorName)
+DEFAULT_CONNECTOR: ConnectorName = "nixl"
+# The connectors that load what a prefill instance computed (the request's whole prompt);
+# the others load what their tier holds (``stored``).
+PREFILL_CONNECTORS = frozenset({"nixl", "nixl_push", "mooncake", "moriio"})
+
+
+class ConnectorOptions(Strict):
+    """The connector's own settings, each for the connectors named beside it (any other is
+    an error at its line): how a tier cuts what it stores, and how it loads."""
+
+    # offloading: the offload chunk, in tokens (a multiple of every group's block size, all
+    # groups alike) or in blocks; at most one of the two.
+    block_size: Annotated[int, Field(gt=0, le=1_048_576)] | None = None
+    blocks_per_chunk: Annotated[int, Field(gt=0, le=64)] | None = None
+    # offloading: bytes a step may load synchronously (a hit within it is no async load).
+    sync_load_budget_bytes: Annotated[int, Field(ge=0, le=1 << 40)] | None = None
+    # simple_cpu_offload: store only what the GPU pool is about to evict.
+    lazy_offload: bool | None = None
+    # mooncake_store: load asynchronously (vLLM's default) or within the step.
+    load_async: bool | None = None
+    # multi: MultiConnector's children, in order (the first with a hit loads).
+    children: Annotated[list[ConnectorName], Field(min_length=2, max_length=4)] | None = None
+
+    @model_validator(mode="after")
+    def _one_chunk_size(self) -> ConnectorOptions:
+        if self.block_size is not None and self.blocks_per_chunk is not None:
+            raise ValueError("give 'block_size' or 'blocks_per_chunk', not both")
+        if self.children is not None and "multi" in self.children:
+            raise ValueError("a MultiConnector's children are not MultiConnectors")
+        return self
+
+
+# Which option each connector reads; ``multi`` also reads its children's.
+OPTIONS_OF: dict[str, frozenset[str]] = {
+    "offloading": frozenset({"block_size", "blocks_per_chunk", "sync_load_budget_bytes"}),
+    "simple_cpu_offload": frozenset({"lazy_offload"}),
+    "mooncake_store": frozenset({"load_async"}),
+    "multi": frozenset({"children"}),
+}
+DEFAULT_CHILDREN: tuple[ConnectorName, ...] = ("nixl", "offloading")
+
+
+def children_of(connector: str, options: ConnectorOptions) -> tuple[str, ...]:
+    """The connectors a case's loads go through: itself, or a MultiConnector's children."""
+    if connector != "multi":
+        return (connector,)
+    return tuple(options.children or DEFAULT_CHILDREN)
+
+
+class Stored(Strict):
+    """What the connector's tier holds of this request's prompt when the case starts: its
+    first ``tokens`` tokens, stored by an earlier request of those tokens that ran on this
+    engine (its stores reported done, unless ``in_flight``: then they are reported
+    ``complete_store_after`` steps into the case), its GPU copy since dropped."""
+
+    tokens: Annotated[int, Field(ge=1)]
+    in_flight: bool = False
+
+
+def check_connector_case(
+    connector: str, options: ConnectorOptions, requests: list[Any], set_options: set[str]
+) -> None:
+    """Options only for the connectors that read them, and ``stored`` within its prompt.
+    Raises :class:`PlacedError` at the offending place."""
+    readers = (*children_of(connector, options), connector)
+    allowed = frozenset().union(*(OPTIONS_OF.get(name, frozenset()) for name in readers))
+    for name in sorted(set_options - allowed):
+        users = sorted(c for c, keys in OPTIONS_OF.items() if name in keys)
+        raise PlacedError(
+            ("connector_options", name),
+            f"'{name}' is a setting of {', '.join(users)}, not of {connector}",
+        )
+    for index, request in enumerate(requests):
+        stored = request.stored
+        if (
+            stored is not None
+            and isinstance(request.prompt, int)
+            and stored.tokens > request.prompt
+        ):
+            raise PlacedError(
+                ("requests", index, "stored", "tokens"),
+                f"the tier holds {stored.tokens} tokens of a {request.prompt}-token prompt",
+            )
+
+
+def digest_exclusions(case: Any) -> dict[str, Any]:
+    """The connector fields a case holds at their defaults, left out of what identifies it:
+    a case that says nothing of connectors keeps the digest it had before they existed."""
+    excluded: dict[str, Any] = {}
+    if case.connector == DEFAULT_CONNECTOR:
+        excluded["connector"] = True
+    if case.connector_options == ConnectorOptions():
+        excluded["connector_options"] = True
+    defaults = {
+        index: {
+            name
+            for name, default in (("stored", None), ("complete_store_after", 1))
+            if getattr(request, name) == default
+        }
+        for index, request in enumerate(case.requests)
+    }
+    if any(defaults.values()):
+        excluded["requests"] = {i: fields for i, fields in defaults.items() if fields}
+    return excluded

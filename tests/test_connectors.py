@@ -1,0 +1,162 @@
+"""The connector axis (docs/connectors.md): the case keys and their rules, ids and digests,
+the report's field and table, and each connector's load on vLLM's real scheduler side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from matrix.case.expansion import cells_from_file
+from matrix.case.reading import CaseFileError
+from matrix.judge.result import CellResult
+from matrix.report.connectors import connectors_table
+from matrix.run.pools import run_pool
+from tests.helpers import REPO, WriteCase, needs_vllm
+
+PROBE = """\
+name: probe
+groups:
+  - {kind: full, block_size: 16}
+  - {kind: sliding_window, block_size: 16, window: 32}
+pool: 64
+requests:
+  - {id: b, prompt: 96, stored: {tokens: 64}}
+variants: [stock]
+connector: nixl
+"""
+
+
+def test_an_option_of_another_connector_is_an_error_at_its_line(write_case: WriteCase) -> None:
+    path = write_case(
+        PROBE.replace("connector: nixl", "connector: nixl\nconnector_options: {lazy_offload: true}")
+    )
+    with pytest.raises(CaseFileError) as raised:
+        cells_from_file(path)
+    assert raised.value.line == 10
+    assert "'lazy_offload' is a setting of simple_cpu_offload, not of nixl" in str(raised.value)
+
+
+def test_a_tier_holds_no_more_than_the_prompt(write_case: WriteCase) -> None:
+    with pytest.raises(CaseFileError) as raised:
+        cells_from_file(write_case(PROBE.replace("tokens: 64", "tokens: 97")))
+    assert raised.value.line == 7
+    assert "the tier holds 97 tokens of a 96-token prompt" in str(raised.value)
+
+
+def test_the_connector_is_in_the_id_of_other_connectors_only(write_case: WriteCase) -> None:
+    default = cells_from_file(write_case(PROBE.replace("connector: nixl\n", "")))[0]
+    assert default.test_id == "probe-stock"
+    named = cells_from_file(write_case(PROBE.replace("nixl", "offloading")))[0]
+    assert named.test_id == "probe[connector=offloading]-stock"
+
+
+def test_a_case_naming_no_connector_keeps_its_digest(write_case: WriteCase) -> None:
+    """The connector's fields at their defaults are left out of the digest: the same case
+    without any of them digests as it did before they existed (a dump without them)."""
+    cell = cells_from_file(
+        write_case(PROBE.replace("connector: nixl\n", "").replace(", stored: {tokens: 64}", ""))
+    )[0]
+    definition = cell.case.definition
+    old = definition.model_dump_json(
+        exclude={
+            "connector": True,
+            "connector_options": True,
+            "requests": {0: {"stored", "complete_store_after"}},
+        }
+    )
+    assert definition.identity_json() == old
+
+
+def _cell(connector: str | None, variant: str, severity: str | None) -> CellResult:
+    return CellResult(
+        case="probe",
+        column=None,
+        variant=variant,
+        expected="pass",
+        expected_kind=None,
+        observed="fail" if severity else "pass",
+        kind="stall" if severity else "finished",
+        detail="",
+        source="probe.yaml:1",
+        as_expected=True,
+        severity=severity,  # type: ignore[arg-type]
+        connector=connector,
+    )
+
+
+def test_the_connectors_table_gives_each_connector_its_worst_severity() -> None:
+    cells = [
+        _cell(None, "stock", None),
+        _cell("offloading", "stock", "unpromotable"),
+        _cell("offloading", "stock", None),
+    ]
+    header, rows = connectors_table(cells)
+    assert header == ["Connector", "stock"]
+    assert rows == [["nixl", "no failure (1 of 1)"], ["offloading", "unpromotable (1 of 2)"]]
+
+
+def test_a_cell_record_keeps_its_connector_and_nixl_records_keep_their_shape() -> None:
+    assert "connector" not in _cell(None, "stock", None).to_dict()
+    record = _cell("mooncake_store", "stock", None).to_dict()
+    assert CellResult.from_dict(record).connector == "mooncake_store"
+
+
+# The issue's probe: A (64 tokens) stored, B = A + 32; each connector's hit at pool 64.
+HITS = {
+    "nixl": 96,
+    "nixl_push": 96,
+    "offloading": 48,
+    "simple_cpu_offload": 64,
+    "mooncake_store": 64,
+    "multi": 96,
+}
+
+
+@needs_vllm
+@pytest.mark.parametrize("connector", sorted(HITS))
+def test_each_connector_loads_what_it_matches(
+    adapter: Any, write_case: WriteCase, connector: str
+) -> None:
+    case = cells_from_file(write_case(PROBE.replace("nixl", connector)))[0].case.definition
+    trace = run_pool(adapter, case, "stock", 64)
+    loading = [
+        r.state.requests[0]
+        for r in trace.steps
+        if r.state.requests[0].status == "WAITING_FOR_REMOTE_KVS"
+    ]
+    assert trace.stopped == "finished" and not trace.leak
+    assert loading[0].num_computed_tokens == HITS[connector]
+
+
+@needs_vllm
+def test_a_connector_that_would_not_load_is_unsupported(
+    adapter: Any, write_case: WriteCase
+) -> None:
+    mamba = PROBE.replace(
+        "{kind: sliding_window, block_size: 16, window: 32}",
+        "{kind: mamba, block_size: max_model_len, mamba_mode: none}",
+    )
+    for connector, words in (
+        ("offloading", "cannot be built with Mamba 'none'"),
+        ("simple_cpu_offload", "turns itself off without prefix caching"),
+        ("mooncake_store", "refuses Mamba groups"),
+    ):
+        case = cells_from_file(write_case(mamba.replace("nixl", connector)))[0].case.definition
+        assert words in (adapter.unsupported(case) or "")
+    failing = PROBE.replace("nixl", "offloading") + "events:\n  - fail_load: [b]\n"
+    case = cells_from_file(write_case(failing))[0].case.definition
+    assert "has no load-failure path" in (adapter.unsupported(case) or "")
+
+
+# CI's subset of the connector axis: every connector, a few cells each (tox -m connectors runs
+# every connector case on every release).
+EVERY_CONNECTOR = REPO / "connector_cases" / "every_connector.yaml"
+
+
+def test_every_connector_runs_as_its_case_expects(inline: pytest.Pytester) -> None:
+    """The connectors' CI subset, in this process (vLLM imported already), as CI runs it."""
+    result = inline.runpytest_inprocess(str(EVERY_CONNECTOR), "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) > 0 and "failed" not in outcomes
