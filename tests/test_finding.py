@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from matrix.__main__ import main
-from matrix.report.finding import issue_body, releases_table
-from matrix.report.finding_doc import DOC, FindingError, find, patch_files, read_findings
+from matrix.findings.doc import DOC, FindingError, find, patch_files, read_findings
+from matrix.findings.issue import issue_body, releases_table
 from matrix.report.release_reports import load_reports
 
 PATCH = Path(__file__).resolve().parents[1] / "docs" / "findings" / "patches" / "vllm-0.33.0.patch"

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from matrix.report.patched import load_one, main, patch_fidelity
+from matrix.findings.compare import load_one, main, patch_fidelity
+from matrix.findings.tree import apply, patch_path, patched_tree
 from matrix.tools.devsource import SourceError
-from matrix.upstream.patched import apply, patch_path, patched_tree
 from matrix.upstream.source import MARKER
 from tests.helpers import needs_vllm
 

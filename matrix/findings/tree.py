@@ -1,4 +1,4 @@
-"""``python -m matrix.upstream.patched VERSION``: vLLM VERSION's Python tree from its digest-checked
+"""``python -m matrix.findings.tree VERSION``: vLLM VERSION's Python tree from its digest-checked
 source archive, with the findings' fix applied (``docs/findings/patches/vllm-VERSION.patch``),
 installed as the env's vLLM the way ``devsource`` installs a checkout (what ``tox -e
 patched033`` runs; docs/findings.md, "The fixes as a patch to vLLM").
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     """The command line: makes the patched tree and installs it; returns the exit code."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m matrix.upstream.patched", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m matrix.findings.tree", description=__doc__)
     parser.add_argument("version", help="the release, e.g. 0.33.0")
     parser.add_argument("--patch", type=Path, help="default: docs/findings/patches/vllm-X.patch")
     parser.add_argument("--site", type=Path, default=Path(sysconfig.get_paths()["purelib"]))

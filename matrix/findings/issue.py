@@ -21,10 +21,10 @@ from pathlib import Path
 import yaml
 
 from matrix.case.shipped import FINDINGS, PATCHES
+from matrix.findings.doc import DOC, REPO, Finding, FindingError, evidence, find
+from matrix.findings.doc import patch_files as finding_patch
 from matrix.judge.result import CellResult
 from matrix.judge.verdict import pool_ranges
-from matrix.report.finding_doc import DOC, REPO, Finding, FindingError, evidence, find
-from matrix.report.finding_doc import patch_files as finding_patch
 from matrix.report.release_reports import ReleaseReport, ReportError, load_reports
 from matrix.report.tables import render_markdown
 
@@ -64,7 +64,7 @@ def releases_table(reports: Sequence[ReleaseReport], case: str) -> str:
         stock = cells.get("stock")
         known = stock or next(iter(cells.values()))
         startable = "-" if known.startable is None else str(known.startable)
-        # A tree of matrix.upstream.patched's (vllm-X-patched-<digest>): the patch, named.
+        # A tree of matrix.findings.tree's (vllm-X-patched-<digest>): the patch, named.
         patched = "-patched-" in report.source
         label = f"vLLM {report.version} with the patch" if patched else report.label
         rows.append(
