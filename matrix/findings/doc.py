@@ -1,11 +1,14 @@
 """The findings as ``docs/findings.md`` states them, read back for ``python -m matrix finding``:
-each finding's section (its number, title, case file, and the paragraphs its bold labels open),
-the evidence table of the patch, and the patch's files a finding names. Pure: works on text.
+each finding's section (its number, title, case file, and the paragraphs its bold labels open)
+and its patch for a release (the fix with its test in vLLM's tree). Pure: works on text.
 
 A section is ``## N. Title``; it links its case file (``findings/NAME.yaml``, which names the
-finding on the command line) and its unit test (``findings/test_*.py``), and its paragraphs
-open with a bold label (``**What happens.**``, ``**vLLM functions**``): a paragraph runs to
-the next bold label, lists and code included.
+finding on the command line), and its paragraphs open with a bold label (``**Observed.**``,
+``**Where.**``): a paragraph runs to the next bold label, lists and code included. The labels
+a maintainer reads are in vLLM's words; ``**In the matrix.**`` is this project's own account.
+A patch (``docs/findings/patches/vllm-X/N-name.patch``, N the finding's number) opens with its
+description, whose ``Test: tests/v1/...py`` line and ``(test_name...)`` after it name the test
+it adds to vLLM's tree.
 """
 
 from __future__ import annotations
@@ -14,17 +17,18 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from matrix.case.shipped import PACKAGE
+from matrix.case.shipped import PACKAGE, PATCHES
 
 REPO = PACKAGE.parent
 DOC = REPO / "docs" / "findings.md"
-EVIDENCE_HEADING = "## The fixes as a patch to vLLM"
 
 _SECTION = re.compile(r"^## (\d+)\. (.+)$", re.M)
 _LABEL = re.compile(r"^\*\*([^*]+?)\.?\*\*")
 _CASE = re.compile(r"\(findings/([a-z0-9_]+)\.yaml\)")
-_TEST = re.compile(r"\(findings/(test_[a-z0-9_]+\.py)\)")
 _YAML = re.compile(r"```yaml\n(.*?)```", re.S)
+_URL = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/(?:pull|issues)/\d+")
+_SEVERITY = re.compile(r"^`([a-z_]+)`")
+_TEST = re.compile(r"^Test: (tests/\S+\.py)\n\((test_\w+)", re.M)
 _FILE = re.compile(r"^diff --git a/(\S+) ", re.M)
 
 
@@ -40,7 +44,6 @@ class Finding:
     title: str
     name: str  # its case file's stem under docs/findings/
     case_yaml: str  # the case file as the section quotes it
-    test: str | None  # its unit test's file name
     paragraphs: dict[str, str] = field(default_factory=dict)  # bold label -> text
 
     def paragraph(self, *labels: str) -> str:
@@ -49,6 +52,32 @@ class Finding:
             if label in self.paragraphs:
                 return self.paragraphs[label]
         return ""
+
+    @property
+    def thread(self) -> str | None:
+        """The upstream thread the finding belongs on (``**Thread.**``): a comment there, not
+        an issue of its own; None for an issue."""
+        found = _URL.search(self.paragraph("Thread"))
+        return found.group(0) if found else None
+
+    @property
+    def severity(self) -> str | None:
+        """The severity the matrix gives the failure (``**Severity.**`` opens with it); None
+        where the engine is not affected (no measured table then)."""
+        found = _SEVERITY.match(self.paragraph("Severity"))
+        return found.group(1) if found else None
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A finding's fix for one release, as a patch to its source with a test in its tree."""
+
+    path: Path
+    version: str
+    description: str  # the text before the first file's diff
+    test_file: str  # the test's file in vLLM's tree
+    test_name: str  # the test's name (or a prefix of it): pytest's -k
+    test_code: str  # the functions the patch adds to the test file (not its imports)
 
 
 def _paragraphs(body: str) -> dict[str, str]:
@@ -79,14 +108,12 @@ def read_findings(text: str) -> list[Finding]:
         quoted = _YAML.search(body)
         if not case or not quoted:
             continue
-        test = _TEST.search(body)
         findings.append(
             Finding(
                 number=int(start.group(1)),
                 title=start.group(2).strip(),
                 name=case.group(1),
                 case_yaml=quoted.group(1),
-                test=test.group(1) if test else None,
                 paragraphs=_paragraphs(body),
             )
         )
@@ -103,21 +130,33 @@ def find(text: str, wanted: str) -> Finding:
     raise FindingError(f"no finding '{wanted}' in {DOC.name} (there are: {names})")
 
 
-def evidence(text: str) -> str:
-    """The section on the patch (its evidence table), up to the next section, or ""."""
-    _, heading, rest = text.partition(EVIDENCE_HEADING)
-    if not heading:
-        return ""
-    return rest.split("\n## ", 1)[0].strip()
+def patched_versions(root: Path = PATCHES) -> list[str]:
+    """The releases the patches are for, newest last (``patches/vllm-X/``)."""
+    folders = [p.name.removeprefix("vllm-") for p in root.glob("vllm-*") if p.is_dir()]
+    return sorted(folders, key=lambda v: tuple(int(n) for n in re.findall(r"\d+", v)))
 
 
-def patch_files(patch: str, finding: Finding) -> str:
-    """The file diffs of ``patch`` whose file the finding's fix names (by file name)."""
-    text = finding.paragraph("Fix")
-    parts = re.split(r"(?=^diff --git )", patch, flags=re.M)
-    kept = []
-    for part in parts:
-        path = _FILE.match(part)
-        if path and re.search(rf"(?<!\w){re.escape(Path(path.group(1)).name)}", text):
-            kept.append(part.rstrip("\n"))
-    return "\n".join(kept)
+def read_patch(path: Path, version: str) -> Patch:
+    """The patch at ``path`` for vLLM ``version``: its description and the test it adds."""
+    text = path.read_text(encoding="utf-8")
+    description, _, _ = text.partition("\ndiff --git ")
+    named = _TEST.search(description)
+    if not named:
+        raise FindingError(f"{path.name}: no 'Test: tests/...py' line naming its test")
+    test_file, test_name = named.groups()
+    added: list[str] = []
+    for part in re.split(r"(?=^diff --git )", text, flags=re.M):
+        file = _FILE.match(part)
+        if not file or file.group(1) != test_file:
+            continue
+        for hunk in re.split(r"^@@[^\n]*\n", part, flags=re.M)[1:]:
+            lines = [line[1:] for line in hunk.splitlines() if line.startswith("+")]
+            if any(line.startswith(("def ", "@")) for line in lines):  # not an import hunk
+                added.append("\n".join(lines).strip("\n"))
+    return Patch(path, version, description.strip(), test_file, test_name, "\n# ...\n".join(added))
+
+
+def finding_patch(finding: Finding, version: str, root: Path = PATCHES) -> Patch | None:
+    """The finding's patch for ``version`` (``N-*.patch``), or None."""
+    found = sorted((root / f"vllm-{version}").glob(f"{finding.number}-*.patch"))
+    return read_patch(found[0], version) if found else None

@@ -1,32 +1,43 @@
-"""``python -m matrix finding NAME``: one finding as the body of a vLLM bug report, in the shape
-of vLLM's issue template (its environment, then the bug: what happens, the minimal case, the
-unit test, the affected releases with their severity, the lines responsible, the upstream
-threads, and the fix as a patch with its evidence).
+"""``python -m matrix finding NAME``: one finding as what a vLLM maintainer reads: a bug report in
+the shape of vLLM's issue template, or, for a finding that belongs on an existing thread
+(``**Thread.**``), a comment there.
 
-The words come from docs/findings.md (``finding_doc``), the one place they are stated; the
-affected releases from the release envs' JSON reports that ran the finding's case file
-(``tox -e vllm033 -- docs/findings``), and, where a patched env ran it, from the patched
-tree's; the patch from docs/findings/patches/. Writes ``reports/finding-NAME.md``.
+In vLLM's words, under 120 lines: the test first (the one the finding's patch adds to vLLM's
+tree, with the command that runs it in a checkout), what is observed and what is expected on
+one release (the newest the patches are for), the pools measured (``measured``), where in vLLM
+(that release's lines), the reach in a deployment, the threads it relates to and how, and the
+fix as a link to its patch; this project's own account stays in docs/findings.md but for the
+closing line on how it was found. Writes ``reports/finding-NAME.md``.
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-
-from matrix.case.shipped import FINDINGS, PATCHES
-from matrix.findings.doc import DOC, REPO, Finding, FindingError, evidence, find
-from matrix.findings.doc import patch_files as finding_patch
-from matrix.judge.result import CellResult
-from matrix.judge.verdict import pool_ranges
+from matrix.case.shipped import FINDINGS
+from matrix.findings.doc import (
+    DOC,
+    REPO,
+    Finding,
+    FindingError,
+    Patch,
+    find,
+    finding_patch,
+    patched_versions,
+)
+from matrix.findings.measured import FINDINGS_REPORTS, environment, releases_table
 from matrix.report.release_reports import ReleaseReport, ReportError, load_reports
-from matrix.report.tables import render_markdown
+
+# A line that starts its own line in Markdown: a list item, a table row, a fence.
+_BLOCK_START = re.compile(r"\s*([-*] |\d+\. |\||```)")
+FOUND = (
+    "How this was found: vllm-kv-matrix (declarative cases run on vLLM's real V1 scheduler, "
+    "pool size by pool size), docs/findings.md, finding {number} (`{name}`)."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,176 +47,156 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--reports",
         type=Path,
         action="append",
-        help="folders of JSON reports that ran the finding's case (default: reports, "
-        "reports/patched)",
+        help=f"folders of JSON reports of a run over docs/findings (default: {FINDINGS_REPORTS} "
+        f"and {FINDINGS_REPORTS / 'patched'})",
+    )
+    parser.add_argument(
+        "--patch-url",
+        help="where docs/findings/patches/ is published (a URL the patch's path is appended "
+        "to); default: the path in this repository",
     )
     parser.add_argument("--out", type=Path, help="default: reports/finding-NAME.md")
 
 
-def _cells(report: ReleaseReport, case: str) -> dict[str, CellResult]:
-    return {c.variant: c for c in report.cells if c.case == case}
-
-
-def _outcome(cell: CellResult | None) -> str:
-    if cell is None:
-        return "not run"
-    if cell.observed != "fail":
-        return cell.observed
-    return f"{cell.kind} at {pool_ranges(cell.failing_pools)}: `{cell.severity or 'undersized'}`"
-
-
-def releases_table(reports: Sequence[ReleaseReport], case: str) -> str:
-    """Stock and ``proposed`` on every report that ran ``case``: outcome, fit, startable."""
-    rows = []
-    for report in reports:
-        cells = _cells(report, case)
-        if not cells:
-            continue
-        stock = cells.get("stock")
-        known = stock or next(iter(cells.values()))
-        startable = "-" if known.startable is None else str(known.startable)
-        # A tree of matrix.findings.tree's (vllm-X-patched-<digest>): the patch, named.
-        patched = "-patched-" in report.source
-        label = f"vLLM {report.version} with the patch" if patched else report.label
-        rows.append(
-            [
-                label,
-                _outcome(stock),
-                _outcome(cells.get("proposed")),
-                str(known.fit),
-                startable,
-            ]
-        )
-    if not rows:
-        return (
-            f"(No report ran case `{case}`: run `tox -e vllm033 -- docs/findings`, and as "
-            "much for each release, then this command again.)"
-        )
-    header = ["vLLM", "stock", "`proposed`", "fit", "startable"]
-    return render_markdown((header, rows))
-
-
-def environment(reports: Sequence[ReleaseReport]) -> str:
-    """What ran: the releases, the lean CPU install (torch pin), Python and the platform."""
-    versions = sorted({r.version for r in reports if not r.source})
-    torch = set()
-    for version in versions:
-        pins = REPO / "requirements" / f"vllm-{version}.txt"
-        if pins.is_file():
-            torch.update(re.findall(r"^torch==(\S+)", pins.read_text(), re.M))
-    return "\n".join(
-        [
-            f"vLLM: {', '.join(versions) or 'see the table below'} (the scheduler's Python "
-            "code: no model, no GPU)",
-            f"PyTorch: {', '.join(sorted(torch)) or 'unknown'} (CPU build)",
-            f"Python: {platform.python_version()}",
-            f"OS: {platform.system()} {platform.machine()}",
-            "Install: each release's lean CPU env (vllm-kv-matrix, docs/install.md); the "
-            "scheduler, KV cache manager and NIXL connector are vLLM's own, remote prefills "
-            "simulated.",
-        ]
-    )
-
-
 def _words(text: str) -> str:
-    """The doc's words for a report: who measured a figure is this project's bookkeeping, and
-    a link relative to the doc leads nowhere in an issue (its text stays)."""
-    text = text.replace(" *(lead's)*", "")
-    return re.sub(r"\[([^\]]+)\]\((?!https?:)[^)]*\)", r"\1", text)
+    """A doc paragraph for the body: lines joined (GitHub wraps them), lists and code kept,
+    links relative to the doc dropped (their text stays)."""
+    text = re.sub(r"\[([^\]]+)\]\((?!https?:)[^)]*\)", r"\1", text)
+    out: list[str] = []
+    in_code = False
+    for line in text.splitlines():
+        fence = line.startswith("```")
+        starts = fence or in_code or not line.strip() or _BLOCK_START.match(line)
+        previous = out[-1].lstrip() if out else ""
+        if previous and not starts and not previous.startswith(("|", "```")):
+            out[-1] = f"{out[-1]} {line.strip()}"
+        else:
+            out.append(line)
+        in_code = in_code != fence
+    return "\n".join(out)
 
 
-def _section(title: str, text: str) -> list[str]:
-    return [f"#### {title}", "", _words(text), ""] if text else []
+def _link(patch: Patch, base: str | None) -> str:
+    """The patch by name: a link under ``base`` (where the patches are published), else the
+    file to attach."""
+    name = f"vllm-{patch.version}/{patch.path.name}"
+    return f"[{name}]({base.rstrip('/')}/{name})" if base else f"`{name}` (attached)"
 
 
-def issue_body(
-    finding: Finding, reports: Sequence[ReleaseReport], doc_text: str, patches: dict[str, str]
-) -> str:
-    """The finding as a vLLM bug report's body."""
-    case_file = FINDINGS / f"{finding.name}.yaml"
-    case_text = case_file.read_text() if case_file.is_file() else finding.case_yaml
-    case = yaml.safe_load(case_text)
-    case_name = str(case.get("name", finding.name)) if isinstance(case, dict) else finding.name
-    parts = [
-        f"# [Bug]: {finding.title}",
+def _test(patch: Patch) -> list[str]:
+    command = f"pytest {patch.test_file} -k {patch.test_name}"
+    return [
+        f"**Reproduction.** A test for vLLM's tree (`{patch.test_file}`), in a v{patch.version} "
+        "checkout with the patch's `tests/` part applied (`git apply --include='tests/*' "
+        "PATCH`), fails there and passes with the fix:",
         "",
-        "### Your current environment",
+        f"```bash\n{command}\n```",
         "",
-        "<details>",
-        "<summary>The environment the findings were measured in</summary>",
+        "<details><summary>The test</summary>",
         "",
-        "```text",
-        environment(reports),
-        "```",
+        f"```python\n{patch.test_code}\n```",
         "",
         "</details>",
         "",
-        "### 🐛 Describe the bug",
-        "",
-        _words(finding.paragraph("What happens")),
-        "",
     ]
-    parts += _section("Reach in a deployment", finding.paragraph("Reach in a deployment"))
-    parts += [
-        "#### Minimal case",
-        "",
-        f"vllm-kv-matrix's case file `docs/findings/{finding.name}.yaml`, run on vLLM's real "
-        f"scheduler with `pytest docs/findings/{finding.name}.yaml`:",
-        "",
-        "```yaml",
-        case_text.rstrip("\n"),
-        "```",
-        "",
-    ]
-    if finding.test:
-        test = (FINDINGS / finding.test).read_text()
-        parts += ["#### Unit test", "", _folded(finding.test, test, "python"), ""]
-    parts += ["#### Affected releases", "", releases_table(reports, case_name), ""]
-    parts += _section("Severity", finding.paragraph("Severity"))
-    parts += _section("Releases", finding.paragraph("Releases"))
-    parts += _section("Where in vLLM", finding.paragraph("vLLM functions"))
-    parts += _section("Related upstream threads", finding.paragraph("Upstream"))
-    parts += _section("Proposed fix", finding.paragraph("Fix"))
-    if patches:  # the newest release's, in full for this finding's files
-        version = max(patches)
-        diff = finding_patch(patches[version], finding)
-        others = ", ".join(f"`docs/findings/patches/vllm-{v}.patch`" for v in patches)
-        if diff:
-            parts += [_folded(f"the patch on vLLM {version} ({others})", diff, "diff"), ""]
-    parts += _section("Evidence for the patch", evidence(doc_text))
-    parts += [
-        "### Before submitting a new issue...",
-        "",
-        "- [x] Make sure you already searched for relevant issues, and asked the chatbot "
-        "living at the bottom right corner of the documentation page, which can answer lots "
-        "of frequently asked questions.",
-        "",
-    ]
-    return "\n".join(parts)
 
 
-def _folded(summary: str, text: str, language: str) -> str:
-    return (
-        f"<details>\n<summary>{summary}</summary>\n\n```{language}\n{text.rstrip()}\n```\n\n"
-        "</details>"
-    )
+def _labelled(label: str, text: str) -> list[str]:
+    if not text:
+        return []
+    text = _words(text)
+    joined = "\n\n" if _BLOCK_START.match(text) else " "  # a list starts on its own line
+    return [f"**{label}.**{joined}{text}", ""]
+
+
+def issue_body(
+    finding: Finding,
+    reports: Sequence[ReleaseReport],
+    patches: dict[str, Patch],
+    patch_url: str | None = None,
+) -> str:
+    """The finding as a vLLM issue's body, or as a comment on its thread."""
+    version = max(patches, key=lambda v: tuple(int(n) for n in v.split("."))) if patches else ""
+    patch = patches.get(version)
+    if patch is None:
+        raise FindingError(f"finding {finding.number} has no patch in docs/findings/patches/")
+    others = [v for v in patches if v != version]
+    parts: list[str] = []
+    if finding.thread:
+        parts += [
+            f"<!-- A comment for {finding.thread} -->",
+            f"### {finding.title}",
+            "",
+            f"Environment: {environment(version).replace(chr(10), '; ')}.",
+            "",
+        ]
+    else:
+        parts += [
+            f"# [Bug]: {finding.title}",
+            "",
+            "### Your current environment",
+            "",
+            f"```text\n{environment(version)}\n```",
+            "",
+            "### 🐛 Describe the bug",
+            "",
+        ]
+    parts += _labelled("Summary", finding.paragraph("Summary"))
+    parts += _test(patch)
+    parts += _labelled(f"Observed (v{version})", finding.paragraph("Observed"))
+    parts += _labelled("Expected", finding.paragraph("Expected"))
+    table = releases_table(finding, reports, case_name(finding))
+    if table:
+        parts += ["**Measured**, on vLLM's scheduler driven step by step:", "", table, ""]
+    parts += _labelled(f"Where (v{version})", finding.paragraph("Where"))
+    parts += _labelled("Reach in a deployment", finding.paragraph("Reach in a deployment"))
+    parts += _labelled("Related threads", finding.paragraph("Threads"))
+    fix = [
+        _words(finding.paragraph("Fix")),
+        f"The patch, its test included: {_link(patch, patch_url)}",
+    ]
+    if others:
+        links = ", ".join(f"v{v}: {_link(patches[v], patch_url)}" for v in others)
+        fix.append(f"(for {links})")
+    parts += [f"**Proposed fix.** {' '.join(f for f in fix if f)}", ""]
+    parts += _labelled("Cost", finding.paragraph("Cost"))
+    if not finding.thread:
+        parts += [
+            "### Before submitting a new issue...",
+            "",
+            "- [x] Make sure you already searched for relevant issues, and asked the chatbot "
+            "living at the bottom right corner of the documentation page, which can answer lots "
+            "of frequently asked questions.",
+            "",
+        ]
+    parts += ["---", FOUND.format(number=finding.number, name=finding.name)]
+    return "\n".join(parts) + "\n"
+
+
+def case_name(finding: Finding) -> str:
+    """The name the finding's case file gives its case (its ``name:``, else its file's)."""
+    case_file = FINDINGS / f"{finding.name}.yaml"
+    text = case_file.read_text(encoding="utf-8") if case_file.is_file() else finding.case_yaml
+    found = re.search(r"^name:\s*(\S+)", text, re.M)
+    return found.group(1) if found else finding.name
+
+
+def _reports(folders: Sequence[Path]) -> list[ReleaseReport]:
+    files = [f for d in folders if d.is_dir() for f in sorted(d.glob("vllm-*.json"))]
+    return [r for f in files for r in load_reports([f]).values()]
 
 
 def main(options: argparse.Namespace) -> int:
-    """Prints and writes the issue body; 2 when the finding or a report cannot be read."""
+    """Prints and writes the body; 2 when the finding, its patch or a report cannot be read."""
+    folders = options.reports or [FINDINGS_REPORTS, FINDINGS_REPORTS / "patched"]
     try:
-        doc_text = DOC.read_text(encoding="utf-8")
-        finding = find(doc_text, options.name)
-        folders = options.reports or [Path("reports"), Path("reports") / "patched"]
-        files = [f for d in folders if d.is_dir() for f in sorted(d.glob("vllm-*.json"))]
-        reports = [r for f in files for r in load_reports([f]).values()]
+        finding = find(DOC.read_text(encoding="utf-8"), options.name)
+        patches = {v: p for v in patched_versions() if (p := finding_patch(finding, v))}
+        reports = _reports(folders)
+        body = issue_body(finding, reports, patches, options.patch_url)
     except (FindingError, ReportError) as error:
         print(f"matrix finding: {error}", file=sys.stderr)
         return 2
-    patches = {
-        p.stem.removeprefix("vllm-"): p.read_text() for p in sorted(PATCHES.glob("vllm-*.patch"))
-    }
-    body = issue_body(finding, reports, doc_text, patches)
     out = options.out or Path("reports") / f"finding-{finding.name}.md"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -213,6 +204,14 @@ def main(options: argparse.Namespace) -> int:
     except OSError as error:  # --out naming a folder, or a file's folder that is a file
         print(f"matrix finding: cannot write {out}: {error}", file=sys.stderr)
         return 2
-    print(body)
-    print(f"matrix finding: wrote {out}", file=sys.stderr)
+    print(body, end="")
+    if not reports:
+        print(
+            f"matrix finding: no report in {', '.join(map(str, folders))}, so no measured "
+            "table; a run over the findings writes its own (docs/findings.md, 'How to run "
+            "them'), never the release's reports/vllm-X.*",
+            file=sys.stderr,
+        )
+    attached = ", ".join(str(p.path.relative_to(REPO)) for p in patches.values())
+    print(f"matrix finding: wrote {out} (the patches it names: {attached})", file=sys.stderr)
     return 0
