@@ -136,7 +136,7 @@ def _folded(section: Section, cells: Sequence[CellResult]) -> Part:
     brief: tuple[Item, ...] = ()
     if section.brief is not None and not section.headline:
         brief = (*section.notes, section.brief)
-    return Part(title, (*guide, table), True, brief, FULL_TABLES)
+    return Part(title, (*guide, table), True, brief, DIFFERING if section.small else FULL_TABLES)
 
 
 def case_shades(cells: Sequence[CellResult]) -> tuple[tuple[str, ...], ...]:

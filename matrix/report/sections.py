@@ -37,6 +37,9 @@ class Section:
     # The terminal shows the brief form always, or only where the full table is too wide.
     always_brief: bool = False
     shaded: bool = False  # a case x variant table of the cells: the page colours its cells
+    # A few rows (a row a variant, or a workload's pools): the Markdown keeps it before the
+    # tables a row a case when not all fit a comment.
+    small: bool = False
 
     @property
     def shown(self) -> Table:
@@ -133,6 +136,7 @@ def cost_sections(cells: Sequence[CellResult]) -> list[Section]:
                 "with): the steps to finish every request, the mean and tail (90th percentile) "
                 "completion in steps, the preemptions, and the steps against stock's.",
                 workloads,
+                small=True,
             )
         ]
         if workloads[1]
@@ -140,7 +144,7 @@ def cost_sections(cells: Sequence[CellResult]) -> list[Section]:
     )
     return [
         *found,
-        Section("Cost against stock", guide, table),
+        Section("Cost against stock", guide, table, small=True),
         Section(
             "Cost against stock, cell by cell", "Each cell that cost other than stock.", details
         ),
