@@ -68,6 +68,28 @@ def test_both_templates_run_every_release_in_the_same_shards() -> None:
     assert f"PIP_EXTRA_INDEX_URL={index}" in (REPO / "README.md").read_text(encoding="utf-8")
 
 
+def test_both_templates_run_the_sweep_and_the_connectors_on_every_release() -> None:
+    """Each (release, part) a job, through the labelled tox env that pins the release."""
+    workflow = load_workflow(WORKFLOW)
+    combos = expand_matrix(workflow["jobs"]["coverage"]["strategy"]["matrix"])
+    envs = {combo["part"] + combo["suffix"]: combo["release"] for combo in combos}
+    for env, release in envs.items():
+        assert read_env(TOX_INI, env).release == release
+    shards = expand_matrix(workflow["jobs"]["shard"]["strategy"]["matrix"])
+    assert sorted(envs) == sorted(
+        f"{part}{combo['toxenv'].removeprefix('vllm')}"
+        for part in ("sweep", "connectors")
+        for combo in shards
+        if combo["shard"] == 1
+    )
+    pipeline = yaml.safe_load(PIPELINE.read_text(encoding="utf-8"))
+    (step,) = [step for step in pipeline["steps"] if step.get("key") == "coverage"]
+    setup = step["matrix"]["setup"]
+    assert sorted(part + suffix for part in setup["part"] for suffix in setup["release"]) == sorted(
+        envs
+    )
+
+
 def tool(name: str) -> str:
     """An installed linter (this environment's first), or the test skips."""
     places = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
@@ -128,7 +150,7 @@ def test_the_buildkite_commands_pass_shellcheck(tmp_path: Path) -> None:
     shellcheck = tool("shellcheck")
     pipeline = yaml.safe_load(PIPELINE.read_text(encoding="utf-8"))
     commands = {step["key"]: step["command"] for step in pipeline["steps"] if "command" in step}
-    assert len(commands) == len(RELEASES) + 1
+    assert len(commands) == len(RELEASES) + 2  # the shards', the merge, the coverage
     for key, command in commands.items():
         script = tmp_path / f"{key}.sh"
         # `$$` is Buildkite's escape: the job's shell sees `$`.
@@ -181,6 +203,7 @@ def played(warm_vllm: None, tmp_path_factory: pytest.TempPathFactory) -> Played:
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     out = tmp_path_factory.mktemp("play")
     command = [str(WORKFLOW), "--repo", str(repo), "--here", "--release", version]
+    command += ["--job", "shard", "--job", "merge"]  # the coverage jobs have tests of their own
     printed = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
         patch.delenv(SWITCH, raising=False)  # pictures on, as in the direct run (pictures_on)

@@ -96,6 +96,16 @@ def test_jobs_run_after_the_jobs_they_need() -> None:
         job_order({"jobs": {"a": {"needs": "b"}, "b": {"needs": "a"}}})
 
 
+def test_job_plays_the_jobs_named_with_their_needs_or_refuses() -> None:
+    workflow = {"jobs": {"shard": {}, "coverage": {}, "merge": {"needs": "shard"}}}
+    assert play.chosen_jobs(workflow, ()) == ["shard", "coverage", "merge"]
+    assert play.chosen_jobs(workflow, ("merge", "shard")) == ["shard", "merge"]
+    with pytest.raises(WorkflowError, match="--job merge needs shard: name it too"):
+        play.chosen_jobs(workflow, ("merge",))
+    with pytest.raises(WorkflowError, match="no such job"):
+        play.chosen_jobs(workflow, ("lint",))
+
+
 def test_a_tox_env_s_commands_with_its_positional_arguments() -> None:
     shard = read_env(TOX_INI, "vllm033")
     assert shard.release == "0.33.0" and shard.runs_cells

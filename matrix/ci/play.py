@@ -64,6 +64,7 @@ class Options:
     out: Path
     releases: tuple[str, ...] = ()
     shards: int | None = None
+    jobs: tuple[str, ...] = ()  # only these jobs (their needs among them); empty: every job
     here: bool = False
     fresh: bool = False  # with here: a new interpreter per python -m matrix run, not a fork
     pytest_args: tuple[str, ...] = ()
@@ -97,7 +98,7 @@ def play(options: Options) -> list[JobOutcome]:
     with _forks(options) as server:
         if server is not None:  # how each step's python -m matrix.ci.fork finds it
             env.update(server.variables)
-        for job_id in job_order(workflow):
+        for job_id in chosen_jobs(workflow, options.jobs):
             runs = [r for r in job_runs(workflow, job_id) if _selected(r, options)]
             if not runs:
                 raise WorkflowError(f"job {job_id}: --release/--shards leave none of its runs")
@@ -122,6 +123,18 @@ def _forks(options: Options) -> contextlib.AbstractContextManager[ForkServer | N
         print(f"play: vLLM imported in {import_vllm_once():.1f} s, once for every job", flush=True)
     import_pytest_plugins(leave="matrix")  # the job imports its checkout's own
     return ForkServer()
+
+
+def chosen_jobs(workflow: dict[str, Any], chosen: tuple[str, ...]) -> list[str]:
+    """The jobs to play, in order: ``chosen`` (every job when empty), each with its needs."""
+    order = job_order(workflow)
+    for job_id in chosen:
+        if job_id not in order:
+            raise WorkflowError(f"--job {job_id}: the workflow has no such job")
+        missing = [n for n in needs_of(workflow["jobs"][job_id]) if n not in chosen]
+        if missing:
+            raise WorkflowError(f"--job {job_id} needs {missing[0]}: name it too")
+    return [job_id for job_id in order if not chosen or job_id in chosen]
 
 
 def _selected(run: JobRun, options: Options) -> bool:
@@ -263,6 +276,7 @@ ARGUMENTS = (  # (flags, argparse keywords) of the command line
     (("workflow",), {"type": Path, "nargs": "?", "default": Path("docs/ci/github-workflow.yml")}),
     (("--release",), {"action": "append", "default": [], "help": "only this release's runs"}),
     (("--shards",), {"type": int, "help": "each release in shards 1 ... N"}),
+    (("--job",), {"action": "append", "default": [], "help": "only this job (and others named)"}),
     (("--here",), {"action": "store_true", "help": "tox envs' commands in this environment"}),
     (("--fresh",), {"action": "store_true", "help": "with --here: no fork, an interpreter a job"}),
     (
@@ -293,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = (given.out or Path(tempfile.mkdtemp(prefix="play-workflow-"))).resolve()
         out.mkdir(parents=True, exist_ok=True)
         options = Options(given.workflow.resolve(), repo, out, tuple(given.release), given.shards)
+        options = replace(options, jobs=tuple(given.job))
         options = replace(options, here=given.here, fresh=given.fresh, pytest_args=extra)
         outcomes = play(replace(options, inherit=tuple(given.inherit), verbose=given.verbose))
     except (WorkflowError, ToxError, steps.StepError, ForkError) as error:
