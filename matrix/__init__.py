@@ -21,9 +21,12 @@ where a change goes); no module imports one from a role after its own:
    validate, envsize, devsource, bisect), ``ci/`` (``python -m matrix.ci.play``: the CI
    templates' workflow played here), ``gpus`` (a GPU per xdist worker), ``live/`` (``python -m
    matrix live``: the cells a real vLLM engine can run, on it, beside the harness),
-   ``upstream/`` (``python -m matrix upstream``: vLLM's own tests, a variant applied) and
+   ``upstream/`` (``python -m matrix upstream``: vLLM's own tests, a variant applied),
    ``sweep/`` (``python -m matrix sweep``: every registry architecture's layout class against
-   the release's baseline, ``baselines`` below them all reading the committed ones).
+   the release's baseline, ``baselines`` below them all reading the committed ones) and,
+   over ``report/``'s reports and ``upstream/``'s archives, ``findings/`` (docs/findings.md's
+   findings as what goes to vLLM: ``python -m matrix finding``, an issue or a comment; the
+   patched trees of ``tox -e patched033`` and their comparison with ``proposed``).
 
 Importing this package, ``case``, ``judge``, ``report`` or ``plugin`` imports no vLLM.
 

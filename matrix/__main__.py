@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     bisect.add_arguments(
         commands.add_parser("bisect", help="the first vLLM commit where a case's verdict changes")
     )
-    from matrix.report import finding
+    from matrix.findings import issue as finding
 
     finding.add_arguments(commands.add_parser("finding", help="a finding as a vLLM bug report"))
     options = parser.parse_args(argv)

@@ -17,6 +17,7 @@ import pytest
 
 BUDGET = 10.0  # seconds of CPU one test may take in CI (the figure the summary flags)
 costs_key = pytest.StashKey[dict[str, float]]()
+log_key = pytest.StashKey[Path | None]()
 
 
 def cpu_seconds() -> float:
@@ -36,6 +37,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[costs_key] = {}
+    # Resolved once, its folder made: tests change directory, and a fresh clone has no reports/.
+    option = config.getoption("cpu_log")
+    log = Path(config.invocation_params.dir, option) if option else None
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+    config.stash[log_key] = log
 
 
 @pytest.hookimpl(wrapper=True)
@@ -46,9 +53,9 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
     finally:
         cost = cpu_seconds() - began
         item.config.stash[costs_key][item.nodeid] = cost
-        log = item.config.getoption("cpu_log")
-        if log:
-            with Path(log).open("a", encoding="utf-8") as out:
+        log = item.config.stash[log_key]
+        if log is not None:
+            with log.open("a", encoding="utf-8") as out:
                 out.write(json.dumps({"test": item.nodeid, "cpu": round(cost, 2)}) + "\n")
 
 

@@ -59,7 +59,8 @@ def test_validate_warns_where_expect_stock_repeats_a_release(
 def test_schema_is_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
-    assert {"name", "pool", "requests"} <= set(schema["required"])
+    assert {"name", "pool"} <= set(schema["required"])
+    assert schema["oneOf"] == [{"required": ["requests"]}, {"required": ["workload"]}]
     assert "described" not in schema["properties"]  # the loader fills it in
 
 

@@ -30,11 +30,26 @@ def test_a_finished_run_costs_its_steps_preemptions_and_load_waits() -> None:
         pool=13,
     )
     cost = pool_cost(run)
-    assert cost == PoolCost(13, 4, 1, (LoadWait("a", 1, 0), LoadWait("b", 3, 2)))
-    assert cost.waited == 2 and cost.to_text() == "13 4 1 a@1+0 b@3+2"
+    assert cost == PoolCost(13, 4, 1, (LoadWait("a", 1, 0), LoadWait("b", 3, 2)), (4, 4))
+    assert cost.waited == 2 and cost.to_text() == "13 4 1 a@1+0 b@3+2 / 4 4"
     assert PoolCost.from_text(cost.to_text()) == cost
     assert pool_cost(replace(run, stopped="stuck")) is None
-    assert run_costs([run, replace(run, stopped="stuck", pool=12)]) == ("13 4 1 a@1+0 b@3+2",)
+    assert run_costs([run, replace(run, stopped="stuck", pool=12)]) == (cost.to_text(),)
+    assert PoolCost.from_text("13 4 1").completions == ()  # a cost written before completions
+
+
+def test_a_request_arriving_later_is_timed_from_its_arrival() -> None:
+    late = trace(
+        (request("a", "RUNNING"),),
+        (request("a", "FINISHED"), request("b", LOADING)),
+        (request("a", "FINISHED"), request("b", "RUNNING")),
+        (request("a", "FINISHED"), request("b", "FINISHED")),
+        stopped="finished",
+    )
+    cost = pool_cost(late)
+    assert cost is not None and cost.loads == (LoadWait("b", 2, 0),)
+    assert cost.completions == (2, 3) and cost.mean_completion == 2.5
+    assert cost.tail_completion == 3
     with pytest.raises(ValueError, match="not a load"):
         PoolCost.from_text("13 4 1 a@1")
 

@@ -1,99 +1,204 @@
-"""``python -m matrix finding NAME``: a finding of docs/findings.md as a vLLM bug report's body,
-from the doc, the case file, the unit test, the patch and the release reports (no vLLM)."""
+"""``python -m matrix finding NAME``: a finding of docs/findings.md as what a vLLM maintainer
+reads (an issue, or a comment on its thread), from the doc, the finding's patches and the
+reports of a run over the findings (no vLLM)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from matrix.__main__ import main
-from matrix.report.finding import issue_body, releases_table
-from matrix.report.finding_doc import DOC, FindingError, find, patch_files, read_findings
-from matrix.report.release_reports import load_reports
+from matrix.findings.doc import (
+    DOC,
+    Finding,
+    FindingError,
+    find,
+    finding_patch,
+    patched_versions,
+    read_findings,
+)
+from matrix.findings.issue import issue_body
+from matrix.findings.measured import FINDINGS_REPORTS, environment, releases_table
+from matrix.report.release_reports import ReleaseReport, load_reports
 
-PATCH = Path(__file__).resolve().parents[1] / "docs" / "findings" / "patches" / "vllm-0.33.0.patch"
+TEXT = DOC.read_text()
+# This project's words, which a maintainer does not know: allowed only in the closing line.
+PROJECT_WORDS = re.compile(
+    r"\bfit \d|\bthe fit\b|startable|unpromotable|over_reservation|undersized|variants?\b|"
+    r"\bcells?\b|matrix|harness|`(proposed|fixed|original|group_count|all_groups)`|"
+    r"\bfinding \d|\bsweep|severity|\btox\b|docs/findings|issue 37|\(lead's\)",
+    re.I,
+)
 
 
-def test_every_finding_of_the_doc_is_read_with_what_an_issue_needs() -> None:
-    findings = {f.name: f for f in read_findings(DOC.read_text())}
-    assert list(findings) == [
-        "align_undercount",
-        "nemotron_startup",
-        "margin_per_group",
-        "failed_load_full_groups",
-    ]
+def body(number: str, reports: list[ReleaseReport] | None = None) -> str:
+    finding = find(TEXT, number)
+    patches = {v: p for v in patched_versions() if (p := finding_patch(finding, v))}
+    return issue_body(finding, reports or [], patches)
+
+
+def test_every_finding_has_what_a_maintainer_reads() -> None:
+    findings = {f.number: f for f in read_findings(TEXT)}
+    assert list(findings) == [1, 2, 3, 4]
     for finding in findings.values():
-        for label in ("What happens", "Reach in a deployment", "Fix", "Severity"):
-            assert finding.paragraph(label), (finding.name, label)
-        assert finding.test and finding.test.startswith("test_")
-    assert findings["align_undercount"].paragraph("vLLM functions").startswith("(file:line")
-    assert "vllm#46892" in findings["align_undercount"].paragraph("Upstream")
+        for label in ("Summary", "Observed", "Expected", "Where", "Reach in a deployment"):
+            assert finding.paragraph(label), (finding.number, label)
+        for label in ("Threads", "Fix", "Cost", "In the matrix"):
+            assert finding.paragraph(label), (finding.number, label)
+    assert findings[1].thread == "https://github.com/vllm-project/vllm/pull/46892"
+    assert [findings[n].thread for n in (2, 3, 4)] == [None, None, None]
+    assert [f.severity for f in findings.values()] == [
+        "unpromotable",
+        None,
+        "over_reservation",
+        "error",
+    ]
 
 
 def test_a_finding_is_named_by_its_case_file_or_its_number() -> None:
-    text = DOC.read_text()
-    assert find(text, "3").name == "margin_per_group"
+    assert find(TEXT, "3").name == "margin_per_group"
+    assert find(TEXT, "failed_load_full_groups").number == 4
     with pytest.raises(FindingError, match=r"no finding 'nine' in findings\.md"):
-        find(text, "nine")
+        find(TEXT, "nine")
 
 
-def test_the_patch_is_cut_to_the_files_a_finding_names() -> None:
-    text, patch = DOC.read_text(), PATCH.read_text()
-    nixl = patch_files(patch, find(text, "failed_load_full_groups"))
-    assert "nixl/base_worker.py" in nixl
-    assert "sched/scheduler.py" not in nixl
-    admission = patch_files(patch, find(text, "align_undercount"))
-    assert "kv_cache_coordinator.py" in admission
-    assert "base_worker.py" not in admission
+@pytest.mark.parametrize("number", ["1", "2", "3", "4"])
+def test_each_body_is_short_in_vllm_s_words_with_the_test_first(number: str) -> None:
+    text = body(number)
+    lines = text.splitlines()
+    assert len(lines) < 120
+    *words, closing = lines
+    assert closing.startswith("How this was found: vllm-kv-matrix")
+    found = [m.group(0) for m in PROJECT_WORDS.finditer("\n".join(words))]
+    assert not found, found
+    # The test and the command that runs it in a checkout come before what is observed.
+    assert text.index("```bash\npytest tests/v1/") < text.index("**Observed (v0.33.0).**")
+    assert "**Expected.**" in text and "**Where (v0.33.0).**" in text
+    # One release's lines, a link to the patch for each release, no hunks.
+    assert not re.search(r":\d+ / :\d+", text)
+    assert "diff --git" not in text and "\n@@ " not in text
+    for version in ("0.31.0", "0.32.0", "0.33.0"):
+        assert re.search(rf"`vllm-{version}/{number}-[a-z-]+\.patch` \(attached\)", text)
 
 
-def cell(variant: str, kind: str, pools: list[int], severity: str | None) -> dict[str, Any]:
+def test_finding_1_is_a_comment_on_46892_and_the_others_are_issues() -> None:
+    comment = body("1")
+    assert comment.startswith("<!-- A comment for https://github.com/vllm-project/vllm/pull/46892")
+    assert "# [Bug]" not in comment and "Before submitting" not in comment
+    assert "EngineCore" in comment  # the live hang belongs in it
+    for number in ("2", "3", "4"):
+        issue = body(number)
+        assert issue.startswith("# [Bug]: ")
+        assert "### Your current environment" in issue and "### 🐛 Describe the bug" in issue
+
+
+def test_the_body_names_only_its_own_patch_with_its_test() -> None:
+    text = body("4")
+    assert "4-nixl-failed-load-per-request.patch" in text
+    assert not re.search(r"[123]-[a-z-]+\.patch", text)  # not the other findings' patches
+    assert "def test_failed_load_with_full_attention_groups_is_reported_per_request" in text
+    assert "-k test_failed_load_with_full_attention_groups_is_reported_per_request" in text
+    linked = issue_body(
+        find(TEXT, "4"),
+        [],
+        {"0.33.0": finding_patch(find(TEXT, "4"), "0.33.0")},  # type: ignore[dict-item]
+        "https://example.org/patches",
+    )
+    assert (
+        "[vllm-0.33.0/4-nixl-failed-load-per-request.patch](https://example.org/patches/"
+        "vllm-0.33.0/4-nixl-failed-load-per-request.patch)"
+    ) in linked
+
+
+def test_the_environment_states_what_ran_even_without_reports() -> None:
+    text = environment("0.33.0")
+    assert "vLLM 0.33.0 (its Python source as released" in text
+    assert "PyTorch 2.13.0+cpu, the CPU build; vLLM 0.33.0 declares 2.14.0" in text
+    assert "no GPU" in text
+    issue = body("3")
+    assert "see the table below" not in issue and "unknown" not in issue
+    assert "**Measured**" not in issue  # no report: no table, and no advice in the body
+
+
+def cell(case: str, kind: str, pools: list[int], severity: str) -> dict[str, Any]:
     return {
-        "case": "finding_align_undercount",
+        "case": case,
         "column": None,
-        "variant": variant,
+        "variant": "stock",
         "expected": "pass",
         "expected_kind": None,
         "observed": "fail" if pools else "pass",
-        "kind": kind,
+        "kind": kind if pools else "finished",
         "detail": "",
-        "source": "docs/findings/align_undercount.yaml:1",
+        "source": "docs/findings/x.yaml:1",
         "as_expected": not pools,
         "fit": 8,
         "failing_pools": pools,
-        "startable": 8,
-        "severity": severity,
+        "failures": [{"pool": p, "kind": kind, "severity": severity} for p in pools],
+        "swept": [7, 9],
     }
 
 
-def test_the_issue_body_has_vllm_s_template_and_the_measured_releases(tmp_path: Path) -> None:
-    report = tmp_path / "vllm-0.33.0.json"
-    cells = [cell("stock", "stall", [7], "unpromotable"), cell("proposed", "finished", [], None)]
-    report.write_text(json.dumps({"vllm_version": "0.33.0", "cells": cells}))
-    reports = list(load_reports([report]).values())
-    text = DOC.read_text()
-    finding = find(text, "align_undercount")
-    table = releases_table(reports, "finding_align_undercount")
-    assert "| vLLM 0.33.0 | stall at 7: `unpromotable` | pass | 8 | 8 |" in table
-    body = issue_body(finding, reports, text, {"0.33.0": PATCH.read_text()})
-    headings = [line for line in body.splitlines() if line.startswith("#")]
-    assert headings[:3] == [
-        "# [Bug]: Mamba `align`: the admission counts one state block, promotion needs two",
-        "### Your current environment",
-        "### 🐛 Describe the bug",
-    ]
-    assert headings[-1] == "### Before submitting a new issue..."
-    for part in ("#### Minimal case", "#### Unit test", "#### Affected releases"):
-        assert part in headings
-    assert "name: finding_align_undercount" in body  # the case file itself
-    assert "def test_align_async_load_that_cannot_be_promoted_is_not_admitted" in body
-    assert "+    def get_num_blocks_to_promote(" in body
-    assert "vLLM: 0.33.0" in body
-    assert "](findings/" not in body  # links relative to the doc lead nowhere in an issue
-    assert "](https://github.com/vllm-project/vllm/pull/46892)" in body
+def reports(tmp_path: Path, cells: list[dict[str, Any]], patched: bool = False) -> ReleaseReport:
+    data: dict[str, Any] = {"vllm_version": "0.33.0", "cells": cells}
+    if patched:
+        data["source"] = {"path": "/cache/vllm-0.33.0-patched-abc", "kind": "checkout"}
+    path = tmp_path / ("patched.json" if patched else "vllm-0.33.0.json")
+    path.write_text(json.dumps(data))
+    (report,) = load_reports([path]).values()
+    return report
+
+
+def finding(number: str) -> Finding:
+    return find(TEXT, number)
+
+
+def test_a_case_with_matrix_parameters_is_found_by_its_parameterised_names(
+    tmp_path: Path,
+) -> None:
+    """Finding 4's case has a `matrix:` axis: its cells are `case[policy=...]`."""
+    case = "finding_failed_load_full_groups"
+    cells = [cell(f"{case}[policy={p}]", "error", [20], "error") for p in ("fail", "recompute")]
+    table = releases_table(finding("4"), [reports(tmp_path, cells)], case)
+    assert "| 0.33.0, kv_load_failure_policy=fail | at 20 blocks: the engine raises |" in table
+    assert "| 0.33.0, kv_load_failure_policy=recompute | at 20 blocks: the engine raises |" in table
+
+
+def test_the_table_shows_only_failures_of_the_finding_s_own_severity(tmp_path: Path) -> None:
+    """Finding 2's case stalls at 17-18 (finding 1's stall): finding 2 shows no table; finding
+    1's shows its stall, and the patched tree's row."""
+    nemotron = [cell("finding_nemotron_startup", "stall", [17, 18], "unpromotable")]
+    report = reports(tmp_path, nemotron)
+    assert releases_table(finding("2"), [report], "finding_nemotron_startup") == ""
+    assert "never scheduled" not in body("2", [report])
+    align = "finding_align_undercount"
+    release = reports(tmp_path, [cell(align, "stall", [7], "unpromotable")])
+    patched = reports(tmp_path, [cell(align, "stall", [], "unpromotable")], patched=True)
+    table = releases_table(finding("1"), [release, patched], align)
+    assert "| 0.33.0 | at 7 blocks: admitted as an async load, then never scheduled" in table
+    assert "| 0.33.0 with the patches | finishes at every pool from 7 to 9 blocks |" in table
+    assert "**Measured**" in body("1", [release, patched])
+
+
+def test_a_run_over_the_findings_writes_its_own_reports(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The doc's command writes under reports/findings/, which `matrix finding` reads, never a
+    release env's reports/vllm-X.*; without reports the advice goes to stderr, not the body."""
+    run = TEXT.split("## How to run them", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    written = re.findall(r"--matrix-report=(\S+)", run)
+    assert written and all(w.startswith(f"{FINDINGS_REPORTS.as_posix()}/") for w in written)
+    assert "tox -e vllm033 -- docs/findings" not in TEXT
+    monkeypatch.chdir(tmp_path)
+    assert main(["finding", "4", "--out", str(tmp_path / "f.md")]) == 0
+    out, err = capsys.readouterr()
+    assert "a run over the findings writes its own" in err and "reports/vllm-X.*" in err
+    assert "run over the findings" not in out
+    assert (tmp_path / "f.md").read_text() == out
 
 
 def test_an_unknown_finding_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,14 +5,15 @@ the check that its stock equals ``proposed`` on the unpatched release, from repo
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from matrix.report.patched import load_one, main, patch_fidelity
+from matrix.findings.compare import load_one, main, patch_fidelity
+from matrix.findings.tree import apply, patched_tree, release_patches
 from matrix.tools.devsource import SourceError
-from matrix.upstream.patched import apply, patch_path, patched_tree
 from matrix.upstream.source import MARKER
 from tests.helpers import needs_vllm
 
@@ -37,18 +38,38 @@ def archive_tree(tmp_path: Path) -> Path:
     return tree
 
 
-def test_the_patched_tree_is_made_once_per_patch(archive_tree: Path, tmp_path: Path) -> None:
-    patch = tmp_path / "vllm-9.9.9.patch"
-    patch.write_text(PATCH)
+SECOND = """A second fix, applied after the first.
+
+--- a/vllm/core.py
++++ b/vllm/core.py
+@@ -1,2 +1,3 @@
+ def margin():
+     return 0
++# fixed
+"""
+
+
+def test_the_patched_tree_is_made_once_per_list_of_patches(
+    archive_tree: Path, tmp_path: Path
+) -> None:
+    first, second = tmp_path / "1-first.patch", tmp_path / "2-second.patch"
+    first.write_text(PATCH)
+    second.write_text(SECOND)
     root = archive_tree.parent
-    tree = patched_tree("9.9.9", patch, root)
-    assert (tree / "vllm" / "core.py").read_text() == "def margin():\n    return 0\n"
+    tree = patched_tree("9.9.9", [first, second], root)
+    assert (tree / "vllm" / "core.py").read_text() == "def margin():\n    return 0\n# fixed\n"
     assert (archive_tree / "vllm" / "core.py").read_text().endswith("return 1\n")  # untouched
     record = json.loads((tree / MARKER).read_text())
-    assert (record["filename"], record["patch"]) == ("vllm-9.9.9.tar.gz", "vllm-9.9.9.patch")
-    assert patched_tree("9.9.9", patch, root) == tree
-    patch.write_text(PATCH + "\n")  # another patch: another tree
-    assert patched_tree("9.9.9", patch, root) != tree
+    assert (record["filename"], record["patches"]) == (
+        "vllm-9.9.9.tar.gz",
+        ["1-first.patch", "2-second.patch"],
+    )
+    assert patched_tree("9.9.9", [first, second], root) == tree
+    assert patched_tree("9.9.9", [first], root) != tree  # another list: another tree
+    first.write_text(PATCH + "\n")  # an edited patch: another tree
+    assert patched_tree("9.9.9", [first, second], root) != tree
+    with pytest.raises(SourceError, match=r"no patches for vLLM 9\.9\.9"):
+        patched_tree("9.9.9", [], root)
 
 
 def test_a_patch_that_does_not_apply_changes_nothing(archive_tree: Path, tmp_path: Path) -> None:
@@ -59,11 +80,16 @@ def test_a_patch_that_does_not_apply_changes_nothing(archive_tree: Path, tmp_pat
     assert (archive_tree / "vllm" / "core.py").read_text().endswith("return 1\n")
 
 
-def test_every_patched_release_has_its_patch() -> None:
+def test_every_patched_release_has_a_patch_per_fix_each_with_its_vllm_test() -> None:
     for version in ("0.31.0", "0.32.0", "0.33.0"):
-        text = patch_path(version).read_text()
-        assert "vllm/v1/core/sched/scheduler.py" in text
-        assert "nixl/base_worker.py" in text
+        patches = release_patches(version)
+        assert [p.name.split("-", 1)[0] for p in patches] == ["1", "2", "3", "4"], version
+        for patch in patches:
+            text = patch.read_text()
+            tested = re.search(r"^Test: (tests/v1/\S+\.py)$", text, re.M)
+            assert tested, (version, patch.name)
+            assert f"diff --git a/{tested.group(1)} " in text, (version, patch.name)
+    assert release_patches("0.30.0") == []
 
 
 def cell(case: str, variant: str, kind: str = "finished", pools: tuple[int, ...] = ()) -> Any:
@@ -118,17 +144,29 @@ def test_a_scheduler_carrying_the_patch_is_driven_by_the_patch_s_adapter(
 ) -> None:
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    from matrix.adapters.patched import PROMOTION, Patched, PatchedHandle
+    from matrix.adapters.patched import REMAINING, Patched, PatchedHandle
     from matrix.adapters.selection import select_adapter
 
     assert not isinstance(select_adapter(), Patched)
-    monkeypatch.setattr(Scheduler, PROMOTION, lambda self, *args: 3, raising=False)
+
+    def remaining(
+        self: Any,
+        request: Any,
+        new_computed_blocks: Any = None,
+        num_new_local_computed_tokens: int = 0,
+        num_external_computed_tokens: int = 0,
+    ) -> int:
+        return 3 + num_external_computed_tokens
+
+    monkeypatch.setattr(Scheduler, REMAINING, remaining)
     adapter = select_adapter()
     assert isinstance(adapter, Patched)
-    handle = PatchedHandle.adopt(type("S", (), {PROMOTION: lambda self, *args: 3})())
+    scheduler = type("S", (), {REMAINING: remaining})()
+    handle = PatchedHandle.adopt(scheduler)
     assert handle.stock_margin() == 0
-    handle.drop_stock_margin()  # a variant's margin replaces the patch's count
-    assert getattr(handle.scheduler, PROMOTION)("request", None, 0, 16) == 0
+    handle.drop_stock_margin()  # a variant's margin replaces the admitting request's count
+    assert getattr(handle.scheduler, REMAINING)("request", None, 0, 16) == 0
+    assert getattr(handle.scheduler, REMAINING)("request") == 3  # a load in flight
 
 
 def test_stock_is_held_to_the_variant_matrix_stock_as_names(

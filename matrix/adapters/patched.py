@@ -1,17 +1,18 @@
-"""A 0.31-0.33 tree carrying the findings' fix in vLLM's own source (docs/findings/patches/,
-``tox -e patched033``): ``proposed`` as vLLM code.
+"""A 0.31-0.33 tree carrying the findings' admission fix in vLLM's own source
+(docs/findings/patches/vllm-X/3-async-load-admission.patch, ``tox -e patched033``).
 
-Its admission keeps free, beside what the in-flight loads still need for their full sequence
-and first speculative step (0.32's rule, on 0.31 too), what the admitting request's own
-promotion needs beyond its load, counted per group by the KV cache coordinator
-(``Scheduler._async_load_promotion_blocks``), in place of a flat margin. Whatever its version,
-this adapter drives it (``selection``): a variant replaces that count as it replaces a
-release's margin.
+Its scheduler admits an async load only if all the request needs to hold its full sequence and
+be promoted, counted by ``Scheduler._request_remaining_blocks`` from the admission's hit (the
+rule the in-flight loads' reservation follows, on 0.31 too), fits beside the in-flight loads'
+reservation; the flat margin (``_spec_decode_step_blocks``) is gone. Whatever its version, this
+adapter drives it (``selection``): a variant replaces the admitting request's count as it
+replaces a release's margin.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+import inspect
+from typing import Any, ClassVar
 
 from vllm.v1.core.sched.scheduler import Scheduler
 
@@ -19,16 +20,20 @@ from matrix.adapters.handle import Handle
 from matrix.adapters.requirements import SHARED_REQUIREMENTS, Requirement
 from matrix.adapters.v0_31 import PREFILL_END, Vllm031, Vllm031Handle
 
-PROMOTION = "_async_load_promotion_blocks"  # the patch's method: the admitting request's need
+REMAINING = "_request_remaining_blocks"
+# The patch's parameter: the admission passes the load's tokens (and its local hit).
+ADMISSION_HIT = "num_external_computed_tokens"
 
 
 def carries_patch() -> bool:
-    """The installed scheduler counts the admitting request's promotion itself (the patch)."""
-    return callable(getattr(Scheduler, PROMOTION, None))
+    """The installed scheduler counts the admitting request by ``_request_remaining_blocks``
+    (the findings' admission patch)."""
+    method = getattr(Scheduler, REMAINING, None)
+    return callable(method) and ADMISSION_HIT in inspect.signature(method).parameters
 
 
 class PatchedHandle(Vllm031Handle):
-    """A scheduler with the patch: no stock margin, the promotion counted at admission."""
+    """A scheduler with the patch: no stock margin, the admitting request counted whole."""
 
     def stock_margin(self) -> int:
         """0: the admitting request's need is counted by its admission, not kept as a margin
@@ -36,16 +41,22 @@ class PatchedHandle(Vllm031Handle):
         return 0
 
     def drop_stock_margin(self) -> None:
-        """Makes this instance's promotion count 0, so a variant's own margin replaces it."""
-        setattr(self.scheduler, PROMOTION, lambda *_: 0)
+        """Makes this instance's count of an admitting request 0 (the calls that pass its hit),
+        so a variant's own margin replaces it; a load in flight is counted as before."""
+        counted = getattr(self.scheduler, REMAINING)
+
+        def remaining(request: Any, *hit: Any, **named: Any) -> int:
+            return 0 if hit or named else int(counted(request))
+
+        setattr(self.scheduler, REMAINING, remaining)
 
 
 class Patched(Vllm031):
-    """The adapter for a 0.31-0.33 tree with the patch applied."""
+    """The adapter for a 0.31-0.33 tree with the admission patch applied."""
 
     handle_type: ClassVar[type[Handle]] = PatchedHandle
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,
         PREFILL_END,
-        Requirement(f"Scheduler.{PROMOTION} (the findings' patch)", carries_patch),
+        Requirement(f"Scheduler.{REMAINING}(..., {ADMISSION_HIT}) (the patch)", carries_patch),
     )

@@ -112,17 +112,24 @@ def check_connector_case(
 
 
 def digest_exclusions(case: Any) -> dict[str, Any]:
-    """The connector fields a case holds at their defaults, left out of what identifies it:
-    a case that says nothing of connectors keeps the digest it had before they existed."""
+    """The fields added since the first cases (the connector's, a request's arrival) that a
+    case holds at their defaults, left out of what identifies it: a case that says nothing of
+    them keeps the digest it had before they existed."""
     excluded: dict[str, Any] = {}
     if case.connector == DEFAULT_CONNECTOR:
         excluded["connector"] = True
     if case.connector_options == ConnectorOptions():
         excluded["connector_options"] = True
+    if case.workload is None:
+        excluded["workload"] = True
     defaults = {
         index: {
             name
-            for name, default in (("stored", None), ("complete_store_after", 1))
+            for name, default in (
+                ("stored", None),
+                ("complete_store_after", 1),
+                ("arrive_after", 0),
+            )
             if getattr(request, name) == default
         }
         for index, request in enumerate(case.requests)

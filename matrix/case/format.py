@@ -11,7 +11,14 @@ import math
 from collections.abc import Iterator
 from typing import Annotated, Literal
 
-from pydantic import Discriminator, Field, Tag, ValidationInfo, model_validator
+from pydantic import (
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 from matrix.case.config_json import ConfigModel
@@ -43,6 +50,7 @@ from matrix.case.parts import (
 )
 from matrix.case.strict import PlacedError, Strict
 from matrix.case.when import When, check_when
+from matrix.case.workload import StartableSweep, Workload, with_workload_requests
 from matrix.outcomes import FailureKind
 from matrix.variant_names import VARIANT_NAMES, VariantName, known_variants, unknown_variant
 
@@ -71,6 +79,12 @@ NAMING_AND_JUDGING = frozenset(
 class CaseFile(Strict):
     """A whole case file, before matrix expansion."""
 
+    # A case writes its requests out or draws them from a workload: one of the two.
+    model_config = {
+        **Strict.model_config,
+        "json_schema_extra": {"oneOf": [{"required": ["requests"]}, {"required": ["workload"]}]},
+    }
+
     name: Annotated[str, Field(min_length=1, pattern=f"^{CASE_NAME}$")]
     description: str = ""
     column: str | None = None
@@ -90,10 +104,14 @@ class CaseFile(Strict):
     pool: Annotated[
         Annotated[Annotated[int, Field(ge=2)], Tag("blocks")]
         | Annotated[PoolSweep, Tag("sweep")]
-        | Annotated[FitSweep, Tag("fit")],
+        | Annotated[FitSweep, Tag("fit")]
+        | Annotated[StartableSweep, Tag("startable")],
         Discriminator(pool_kind),
     ]
-    requests: Annotated[list[RequestSpec], Field(min_length=1)]
+    # A stream of requests drawn from a seed (matrix/case/workload.py), or ``requests``.
+    workload: Workload | None = None
+    # At least one (the rule is in _consistent: a workload's requests are drawn, not written).
+    requests: list[RequestSpec] = []
     events: list[Event] = [RunEvent(run=RunBound())]
     expect: dict[ExpectKey, Expectation] = {}
     # Blocks of over-reservation tolerated: refusing a request is accepted at pools below its
@@ -127,6 +145,15 @@ class CaseFile(Strict):
         of every such key unless it is listed in ``NAMING_AND_JUDGING``."""
         return self.model_dump_json(exclude=set(NAMING_AND_JUDGING | without))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _drawn_requests(cls, data: object) -> object:
+        """A workload's requests, drawn from its seed, are the case's requests."""
+        try:
+            return with_workload_requests(data)
+        except ValidationError:  # the workload itself is wrong: said at its own keys
+            return data
+
     @model_validator(mode="after")
     def _within_limits(self) -> CaseFile:
         problem = excess(self.limits, self._sizes())
@@ -138,6 +165,8 @@ class CaseFile(Strict):
         """Every size of this case that a limit bounds."""
         if isinstance(self.pool, FitSweep):  # sized by the fit, once measured: its length here
             yield Size(("pool",), "sweep", self.pool.below + self.pool.above + 1)
+        elif isinstance(self.pool, StartableSweep):  # sized by vLLM's start-up sizing, later
+            yield Size(("pool",), "sweep", self.pool.above_startable + 1)
         elif isinstance(self.pool, int):
             yield Size(("pool",), "pool", self.pool)
         else:
@@ -173,6 +202,8 @@ class CaseFile(Strict):
         check_model(
             self.model, self.described, bool(self.groups), "layout" in self.model_fields_set
         )
+        if not self.requests:
+            raise PlacedError(("requests",), "at least one request (or a workload of them)")
         seen: set[str] = set()
         for index, request in enumerate(self.requests):
             if request.id in seen:
@@ -196,6 +227,14 @@ class CaseFile(Strict):
         for index, event in enumerate(self.events):
             if isinstance(event, RunEvent) and index < len(self.events) - 1:
                 raise PlacedError(("events", index), "'run' ends a scenario: it must come last")
+            if isinstance(event, RunEvent):
+                for place, request in enumerate(self.requests):
+                    if request.arrive_after >= event.run.max_steps:
+                        raise PlacedError(
+                            ("requests", place, "arrive_after"),
+                            f"arrives after {request.arrive_after} steps, but the run ends "
+                            f"after {event.run.max_steps} (run.max_steps)",
+                        )
             unknown = sorted(set(named_requests(event)) - seen)
             if unknown:
                 raise PlacedError(("events", index), f"unknown requests: {', '.join(unknown)}")

@@ -97,6 +97,10 @@ def pool_kind(value: Any) -> str:
         isinstance(value, dict) and value.keys() & {"below", "above"}
     ):
         return "fit"
+    if type(value).__name__ == "StartableSweep" or (
+        isinstance(value, dict) and "above_startable" in value
+    ):
+        return "startable"
     return "sweep" if isinstance(value, dict | BaseModel) else "blocks"
 
 

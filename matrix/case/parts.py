@@ -84,6 +84,9 @@ class RequestSpec(Strict):
     # During ``run``, the remote side completes this request's load so many steps after
     # its admission.
     complete_load_after: Annotated[int, Field(ge=1, le=1000)] = 1
+    # The engine steps that pass before this request reaches the scheduler (0: before the
+    # first), as a stream of requests arrives.
+    arrive_after: Annotated[int, Field(ge=0, le=1000)] = 0
     # What the connector's tier holds of the prompt (store and offload connectors), and how
     # many steps after the scheduler issues a store of this request the worker reports it.
     stored: Stored | None = None

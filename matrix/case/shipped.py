@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).resolve().parent.parent
 # The engine's HF config directories (a tiny config.json each, for vLLM's ModelConfig).
 ENGINE_CONFIGS = PACKAGE / "models"
 # In a clone of this repository (not in a wheel): the findings' case files and unit tests, and
-# their fixes as patches to vLLM, one a release.
+# their fixes as patches to vLLM (a folder per release, a patch per fix).
 FINDINGS = PACKAGE.parent / "docs" / "findings"
 PATCHES = FINDINGS / "patches"
 

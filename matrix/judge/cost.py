@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from matrix.adapters.protocol import LOADING
+from matrix.adapters.protocol import FINISHED, LOADING
 from matrix.run.records import RunTrace
 
 _LOAD = re.compile(r"([A-Za-z0-9_.-]+)@(\d+)\+(\d+)")
@@ -31,12 +31,25 @@ class LoadWait:
 
 @dataclass(frozen=True)
 class PoolCost:
-    """A finished run at one pool: steps, preemptions, loads."""
+    """A finished run at one pool: steps, preemptions, loads, and each request's completion
+    (the steps from its arrival to its end, in the order the requests arrived)."""
 
     pool: int
     steps: int
     preemptions: int
     loads: tuple[LoadWait, ...] = ()
+    completions: tuple[int, ...] = ()
+
+    @property
+    def mean_completion(self) -> float:
+        """The requests' mean completion, in steps."""
+        return sum(self.completions) / len(self.completions) if self.completions else 0.0
+
+    @property
+    def tail_completion(self) -> int:
+        """The slowest tenth's completion: the 90th percentile, nearest rank."""
+        ranked = sorted(self.completions)
+        return ranked[max(0, -(-9 * len(ranked) // 10) - 1)] if ranked else 0
 
     @property
     def waited(self) -> int:
@@ -44,14 +57,18 @@ class PoolCost:
         return sum(load.waited for load in self.loads)
 
     def to_text(self) -> str:
-        """``pool steps preemptions request@admitted+waited ...``, e.g. ``13 9 0 a@1+0 b@4+3``."""
+        """``pool steps preemptions request@admitted+waited ... / completion ...``, e.g.
+        ``13 9 0 a@1+0 b@4+3 / 6 9``."""
         loads = "".join(f" {w.request}@{w.admitted}+{w.waited}" for w in self.loads)
-        return f"{self.pool} {self.steps} {self.preemptions}{loads}"
+        done = " /" + "".join(f" {steps}" for steps in self.completions)
+        return f"{self.pool} {self.steps} {self.preemptions}{loads}{done}"
 
     @classmethod
     def from_text(cls, text: str) -> PoolCost:
         """The cost :meth:`to_text` wrote; :class:`ValueError` for any other text."""
-        pool, steps, preemptions, *loads = text.split(" ")
+        head, slash, tail = text.partition(" /")
+        completions = tuple(int(steps) for steps in tail.split()) if slash else ()
+        pool, steps, preemptions, *loads = head.split(" ")
         waits = []
         for load in loads:
             matched = _LOAD.fullmatch(load)
@@ -59,23 +76,29 @@ class PoolCost:
                 raise ValueError(f"{load[:40]!r} is not a load's request@admitted+waited")
             request, admitted, waited = matched.groups()
             waits.append(LoadWait(request, int(admitted), int(waited)))
-        return cls(int(pool), int(steps), int(preemptions), tuple(waits))
+        return cls(int(pool), int(steps), int(preemptions), tuple(waits), completions)
 
 
 def pool_cost(trace: RunTrace) -> PoolCost | None:
     """The run's cost, when every request finished (None otherwise: the verdict judges it)."""
     if trace.stopped != "finished" or not trace.steps:
         return None
+    # A request reaches the scheduler before the first step it is seen after.
+    seen: dict[str, int] = {}
     admitted: dict[str, int] = {}
+    finished: dict[str, int] = {}
     for record in trace.steps:
         for request in record.state.requests:
+            seen.setdefault(request.request_id, record.step)
             if request.status == LOADING:
                 admitted.setdefault(request.request_id, record.step)
+            if request.status == FINISHED:
+                finished.setdefault(request.request_id, record.step)
     last = trace.steps[-1]
-    # Every request is added before the first step: a load admitted at step k waited k - 1.
-    loads = tuple(LoadWait(name, step, step - 1) for name, step in admitted.items())
+    loads = tuple(LoadWait(name, step, step - seen[name]) for name, step in admitted.items())
+    completions = tuple(finished[name] - seen[name] + 1 for name in seen if name in finished)
     preemptions = sum(request.num_preemptions for request in last.state.requests)
-    return PoolCost(trace.pool, last.step, preemptions, loads)
+    return PoolCost(trace.pool, last.step, preemptions, loads, completions)
 
 
 def run_costs(traces: Sequence[RunTrace]) -> tuple[str, ...]:

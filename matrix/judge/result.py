@@ -57,6 +57,7 @@ class CellResult:
     costs: tuple[str, ...] = ()
     # The connector a cell's loads went through, where it is not the default (NIXL).
     connector: str | None = None
+    workload: bool = False  # a workload case's cell (matrix/case/workload.py): its costs tabled
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data (a report's cell, an xdist report property)."""
@@ -64,9 +65,10 @@ class CellResult:
         data["failures"] = [asdict(f) for f in self.failures]
         if self.steps:
             data["steps"] = [s.to_dict() for s in self.steps]
-        # Cells of hand-written layouts (of NIXL) keep the shape reports had before models
-        # (connectors).
-        return {k: v for k, v in data.items() if k not in ("model", "connector") or v is not None}
+        # Cells of hand-written layouts (of NIXL, of written-out requests) keep the shape
+        # reports had before models (connectors, workloads).
+        unset = {"model": None, "connector": None, "workload": False}
+        return {k: v for k, v in data.items() if k not in unset or v != unset[k]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellResult:
@@ -152,6 +154,7 @@ def _record(cell: Cell, **outcome: Any) -> CellResult:
         expected_kind=cell.expected if pinned_kind else None,
         source=f"{cell.case.source.name}:{cell.line}",
         model=definition.model if definition.described is not None else None,
+        workload=definition.workload is not None,
         connector=None if definition.connector == DEFAULT_CONNECTOR else definition.connector,
         **outcome,
     )

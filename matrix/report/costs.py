@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from matrix.judge.cost import Difference, difference
+from matrix.judge.cost import Difference, PoolCost, difference
 from matrix.judge.result import CellResult
 from matrix.judge.verdict import pool_ranges
 from matrix.report.tables import Table, sort_cells, variants_of
@@ -93,3 +93,47 @@ def _pools(pools: tuple[int, ...], change: int) -> str:
     if not pools:
         return ""
     return f"{pool_ranges(pools)} ({change:+d})"
+
+
+def workload_table(cells: Sequence[CellResult]) -> Table:
+    """A workload case's cells (matrix/case/workload.py), a row a variant and pool: the steps to
+    finish every request, the requests' mean and tail (90th percentile) completion in steps,
+    the preemptions, and the steps against stock's at that pool; a pool that did not finish
+    says how it ended."""
+    header = ["case", "variant", "pool", "steps", "mean", "tail", "preempted", "against stock"]
+    workloads = [c for c in sort_cells(cells) if c.workload]
+    stock = {
+        (c.case, cost.pool): cost
+        for c in workloads
+        if c.variant == STOCK
+        for cost in map(PoolCost.from_text, c.costs)
+    }
+    rows = []
+    for cell in workloads:
+        costs = {cost.pool: cost for cost in map(PoolCost.from_text, cell.costs)}
+        failed = {f.pool: f"{f.kind}: {f.severity}" for f in cell.failures}
+        for pool in range(cell.swept[0], cell.swept[-1] + 1) if cell.swept else ():
+            cost = costs.get(pool)
+            if cost is None:
+                rows.append([cell.case, cell.variant, str(pool), failed.get(pool, "unfinished")])
+                rows[-1] += [""] * (len(header) - len(rows[-1]))
+                continue
+            reference = stock.get((cell.case, pool))
+            against = ""
+            if reference is not None and cell.variant != STOCK:
+                against = f"{cost.steps - reference.steps:+d} steps"
+            elif reference is None and cell.variant != STOCK:
+                against = "stock did not finish"
+            rows.append(
+                [
+                    cell.case,
+                    cell.variant,
+                    str(pool),
+                    str(cost.steps),
+                    f"{cost.mean_completion:.1f}",
+                    str(cost.tail_completion),
+                    str(cost.preemptions),
+                    against,
+                ]
+            )
+    return header, rows

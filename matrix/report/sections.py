@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from matrix.judge.result import CellResult
 from matrix.report.connectors import connectors_table, has_connectors
-from matrix.report.costs import cost_details, cost_table
+from matrix.report.costs import cost_details, cost_table, workload_table
 from matrix.report.models import model_details, models_table
 from matrix.report.registry import architecture_table, class_of, registry_table
 from matrix.report.tables import (
@@ -124,7 +124,22 @@ def cost_sections(cells: Sequence[CellResult]) -> list[Section]:
         "fewer, preempted more, or kept their loads waiting longer for admission."
     )
     details = cost_details(cells)
+    workloads = workload_table(cells)
+    found = (
+        [
+            Section(
+                "Workloads",
+                "Each workload case (a stream of requests at pools from the one vLLM starts "
+                "with): the steps to finish every request, the mean and tail (90th percentile) "
+                "completion in steps, the preemptions, and the steps against stock's.",
+                workloads,
+            )
+        ]
+        if workloads[1]
+        else []
+    )
     return [
+        *found,
         Section("Cost against stock", guide, table),
         Section(
             "Cost against stock, cell by cell", "Each cell that cost other than stock.", details

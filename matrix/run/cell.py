@@ -49,7 +49,11 @@ def run_cell(
         return CellRun(0, slack, (), error=f"{type(error).__name__}: {error}")
     traces: list[RunTrace] = []
     chosen = variant or cell.variant
-    for pool in pool_sizes(case, fit):
+    try:
+        pools = pool_sizes(case, fit, startable.blocks)
+    except ValueError as error:  # a sweep from startable where vLLM cannot size the engine
+        return CellRun(fit.blocks, slack, (), error=f"{error}: {startable.reason}")
+    for pool in pools:
         try:
             traces.append(run_pool(adapter, case, chosen, pool, deadline, clock))
         except CellTimeout as timeout:

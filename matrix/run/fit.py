@@ -37,8 +37,9 @@ def measure_fit(
     ample = ample_pool(case)
     fit, admits_from = 0, ample
     for request in case.requests:
+        arrived = request.model_copy(update={"arrive_after": 0})  # alone, it need not wait
         alone = case.model_copy(
-            update={"requests": [request], "events": [RunEvent(run=RunBound())]}
+            update={"requests": [arrived], "events": [RunEvent(run=RunBound())]}
         )
         trace = run_pool(adapter, alone, "stock", ample, deadline, clock)
         if trace.stopped != "finished":

@@ -33,6 +33,7 @@ from matrix.case.events import (
     StepEvent,
 )
 from matrix.case.format import CaseFile
+from matrix.case.parts import RequestSpec
 from matrix.run.records import StepRecord, StopReason
 from matrix.wording import plural
 
@@ -142,9 +143,22 @@ class Playback:
         }
         return (unreported & (self.completions_requested | due)) - failing, failing
 
+    def _pending(self) -> list[RequestSpec]:
+        """The requests still to arrive (``arrive_after`` more steps than have run)."""
+        return [r for r in self.case.requests if r.arrive_after > len(self.records)]
+
+    def _arrive(self) -> None:
+        """The requests whose time has come reach the scheduler, before the step."""
+        step = len(self.records)
+        for request in self.case.requests:
+            if request.arrive_after and request.arrive_after == step:
+                self.handle.add_request(request)
+                self._before_first_step = None
+
     def step(self, record: bool = True) -> None:
         """One engine step with the loads due to complete or fail; recorded unless ``record`` is
         false, then the blocks and the deadline checked."""
+        self._arrive()
         outcome = self.handle.step(*self._loads_to_report())
         state = self.handle.state()
         self._before_first_step = None  # a step, recorded or not, moves the scheduler on
@@ -184,22 +198,28 @@ class Playback:
         self._last_account = None
 
     def all_finished(self) -> bool:
-        """Every request finished, and every aborted load's transfer reported."""
-        if not self._facts()[2]:
+        """Every request arrived and finished, and every aborted load's transfer reported."""
+        if not self._facts()[2] or self._pending():
             return False
         return not (self.orphaned_loads and self.orphaned_loads & self._unreported_loads())
 
     def stuck(self) -> bool:
         """Whether the run can never change: the same state, nothing scheduled or to deliver."""
-        if len(self.records) <= STUCK_AFTER or self.records[-1].scheduled:
+        if len(self.records) <= STUCK_AFTER or self.records[-1].scheduled or self._pending():
             return False
         # The records first: they differ on almost every step of a run that makes progress.
         recent = self.records[-(STUCK_AFTER + 1) :]
         if not all(not r.scheduled and r.state == recent[0].state for r in recent):
             return False
         finishing, failing = self._loads_to_report()
-        # A store the connector's worker has yet to report can still free blocks.
-        return not (finishing or failing or self.handle.connector_busy())
+        # A load the remote side completes later (``complete_load_after`` steps after its
+        # admission, more than the steps looked at here) will change the run, as a store the
+        # connector's worker has yet to report can still free blocks.
+        later = any(
+            request_id in self.admitted_at and request_id in self.completion_delays
+            for request_id in self._unreported_loads()
+        )
+        return not (finishing or failing or later or self.handle.connector_busy())
 
     def run(self, bound: RunBound) -> StopReason:
         """Steps until done or stuck; the remote side completes each load its

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from matrix.adapters.protocol import SchedulerHandle, VersionAdapter
 from matrix.case.format import CaseFile
 from matrix.case.model import FitSweep
+from matrix.case.workload import StartableSweep
 from matrix.run.playback import CellTimeout, Playback, cell_clock, play
 from matrix.run.records import Fit, RunTrace
 from matrix.run.variants import VARIANTS, Variant
@@ -60,7 +61,8 @@ def play_pool(
         handle = build()
         rule.apply(handle)
         for request in case.requests:
-            handle.add_request(request)
+            if not request.arrive_after:  # the others arrive as the run goes (Playback)
+                handle.add_request(request)
         held: list[tuple[tuple[int, ...], ...]] | None = None
         if record_blocks:
             groups, held = handle.group_labels(), []
@@ -101,12 +103,17 @@ def _reservation(playback: Playback) -> int | None:
         return None
 
 
-def pool_sizes(case: CaseFile, fit: Fit | None = None) -> list[int]:
-    """The pools a case runs at; a sweep relative to the fit needs the fit. It reaches down to
-    where anything is admitted at all, however few blocks ``below`` asks for: a stall can
+def pool_sizes(case: CaseFile, fit: Fit | None = None, startable: int | None = None) -> list[int]:
+    """The pools a case runs at; a sweep relative to the fit needs the fit, one from the pool
+    vLLM's start-up sizing gives (``startable``) needs that. A sweep around the fit reaches down
+    to where anything is admitted at all, however few blocks ``below`` asks for: a stall can
     happen at any pool that admits a load, and no cell passes while a pool it skipped stalls."""
     if isinstance(case.pool, int):
         return [case.pool]
+    if isinstance(case.pool, StartableSweep):
+        if startable is None:
+            raise ValueError("a pool sweep from startable needs vLLM's start-up sizing of it")
+        return list(range(startable, startable + case.pool.above_startable + 1))
     if isinstance(case.pool, FitSweep):
         if fit is None:
             raise ValueError("a pool sweep relative to the fit needs the fit")

@@ -1,11 +1,12 @@
-"""``python -m matrix.upstream.patched VERSION``: vLLM VERSION's Python tree from its digest-checked
-source archive, with the findings' fix applied (``docs/findings/patches/vllm-VERSION.patch``),
+"""``python -m matrix.findings.tree VERSION``: vLLM VERSION's Python tree from its digest-checked
+source archive, with the findings' fixes applied (every patch of
+``docs/findings/patches/vllm-VERSION/``, in name order, or the ``--patch`` files named),
 installed as the env's vLLM the way ``devsource`` installs a checkout (what ``tox -e
-patched033`` runs; docs/findings.md, "The fixes as a patch to vLLM").
+patched033`` runs; docs/findings.md, "The fixes as patches to vLLM").
 
 The patched tree is kept beside the archive's unpacked tree (``matrix.upstream.source``), in a
-folder named by the patch's digest (``vllm-0.33.0-patched-<digest>``): an edited patch never
-reuses an old tree, and clones with the same patch share one. It holds ``vllm/``, ``tests/``
+folder named by the patches' digest (``vllm-0.33.0-patched-<digest>``): an edited patch never
+reuses an old tree, and clones with the same patches share one. It holds ``vllm/``, ``tests/``
 and ``pyproject.toml``, so ``python -m matrix upstream`` runs vLLM's own tests from it. Needs
 ``patch`` (GNU patch) on the path.
 """
@@ -26,9 +27,10 @@ from matrix.tools.devsource import SourceError, install
 from matrix.upstream.source import MARKER, cache_root, fetch_tree
 
 
-def patch_path(version: str) -> Path:
-    """The findings' patch for vLLM ``version`` (``docs/findings/patches/vllm-X.patch``)."""
-    return PATCHES / f"vllm-{version}.patch"
+def release_patches(version: str) -> list[Path]:
+    """The findings' patches for vLLM ``version``, one a fix, in the order they apply
+    (``docs/findings/patches/vllm-X/*.patch``); empty for a release without them."""
+    return sorted((PATCHES / f"vllm-{version}").glob("*.patch"))
 
 
 def apply(patch: Path, tree: Path) -> None:
@@ -51,13 +53,19 @@ def apply(patch: Path, tree: Path) -> None:
             raise SourceError(f"{patch.name} does not apply: {' / '.join(said[-3:])}")
 
 
-def patched_tree(version: str, patch: Path, root: Path | None = None) -> Path:
-    """vLLM ``version``'s tree (``vllm/``, ``tests/``, ``pyproject.toml``) with ``patch``
-    applied, made once under ``root`` (default: the upstream cache); its marker records the
-    archive and the patch."""
-    if not patch.is_file():
-        raise SourceError(f"{patch}: no such patch")
-    digest = hashlib.sha256(patch.read_bytes()).hexdigest()
+def patched_tree(version: str, patches: list[Path], root: Path | None = None) -> Path:
+    """vLLM ``version``'s tree (``vllm/``, ``tests/``, ``pyproject.toml``) with ``patches``
+    applied in order, made once under ``root`` (default: the upstream cache); its marker
+    records the archive and the patches."""
+    if not patches:
+        raise SourceError(f"no patches for vLLM {version} in {PATCHES}")
+    missing = [str(p) for p in patches if not p.is_file()]
+    if missing:
+        raise SourceError(f"{', '.join(missing)}: no such patch")
+    combined = hashlib.sha256()
+    for patch in patches:  # each file's digest, so that no two lists digest alike
+        combined.update(hashlib.sha256(patch.read_bytes()).digest())
+    digest = combined.hexdigest()
     root = cache_root() if root is None else root
     target = root / f"vllm-{version}-patched-{digest[:12]}"
     if (target / MARKER).is_file():
@@ -66,9 +74,10 @@ def patched_tree(version: str, patch: Path, root: Path | None = None) -> Path:
     with tempfile.TemporaryDirectory(dir=root, prefix=".patching-") as scratch:
         tree = Path(scratch) / "tree"
         shutil.copytree(source, tree, ignore=shutil.ignore_patterns(MARKER))
-        apply(patch, tree)
+        for patch in patches:
+            apply(patch, tree)
         record = json.loads((source / MARKER).read_text())
-        record.update(patch=patch.name, patch_sha256=digest)
+        record.update(patches=[p.name for p in patches], patches_sha256=digest)
         (tree / MARKER).write_text(json.dumps(record, indent=1) + "\n")
         shutil.rmtree(target, ignore_errors=True)
         tree.rename(target)
@@ -79,19 +88,25 @@ def main(argv: list[str] | None = None) -> int:
     """The command line: makes the patched tree and installs it; returns the exit code."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m matrix.upstream.patched", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m matrix.findings.tree", description=__doc__)
     parser.add_argument("version", help="the release, e.g. 0.33.0")
-    parser.add_argument("--patch", type=Path, help="default: docs/findings/patches/vllm-X.patch")
+    parser.add_argument(
+        "--patch",
+        type=Path,
+        action="append",
+        help="a patch to apply (again for more, in order; default: docs/findings/patches/vllm-X/)",
+    )
     parser.add_argument("--site", type=Path, default=Path(sysconfig.get_paths()["purelib"]))
     options = parser.parse_args(argv)
-    patch = options.patch or patch_path(options.version)
+    patches = options.patch or release_patches(options.version)
     try:
-        tree = patched_tree(options.version, patch)
+        tree = patched_tree(options.version, patches)
         version = install(tree, options.site)
     except SourceError as error:
         print(f"matrix patched: {error}", file=sys.stderr)
         return 2
-    print(f"matrix patched: vLLM {version} from {tree} ({patch.name} applied)")
+    names = ", ".join(p.name for p in patches)
+    print(f"matrix patched: vLLM {version} from {tree} ({names} applied)")
     return 0
 
 

@@ -1,6 +1,6 @@
-"""``python -m matrix.report.patched PATCHED UNPATCHED``: the findings' patch against the matrix
-(the last step of ``tox -e patched033``): stock on the release's tree with the patch applied
-must give, case by case, what ``proposed`` gives on the unpatched release: the same verdict,
+"""``python -m matrix.findings.compare PATCHED UNPATCHED``: the findings' patches against the
+matrix (the last step of ``tox -e patched033``): stock on the release's tree with the patches
+applied must give, case by case, what ``proposed`` gives on the unpatched release: the same verdict,
 failure kind, failing pools, fit and diagnosis, every unfinished pool's kind and severity,
 the tightness and the startable pool (``PATCH_FIELDS``), from the two envs' JSON reports
 written by the same matrix code. Writes ``fidelity-<version>.md`` beside
@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Prints and writes the check; 0 when equal, 1 when it differs, 2 when it cannot run."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m matrix.report.patched", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m matrix.findings.compare", description=__doc__)
     parser.add_argument("patched", type=Path, help="the patched env's JSON report")
     parser.add_argument("unpatched", type=Path, help="the release env's JSON report")
     options = parser.parse_args(argv)

@@ -1,0 +1,217 @@
+"""``python -m matrix finding NAME``: one finding as what a vLLM maintainer reads: a bug report in
+the shape of vLLM's issue template, or, for a finding that belongs on an existing thread
+(``**Thread.**``), a comment there.
+
+In vLLM's words, under 120 lines: the test first (the one the finding's patch adds to vLLM's
+tree, with the command that runs it in a checkout), what is observed and what is expected on
+one release (the newest the patches are for), the pools measured (``measured``), where in vLLM
+(that release's lines), the reach in a deployment, the threads it relates to and how, and the
+fix as a link to its patch; this project's own account stays in docs/findings.md but for the
+closing line on how it was found. Writes ``reports/finding-NAME.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from matrix.case.shipped import FINDINGS
+from matrix.findings.doc import (
+    DOC,
+    REPO,
+    Finding,
+    FindingError,
+    Patch,
+    find,
+    finding_patch,
+    patched_versions,
+)
+from matrix.findings.measured import FINDINGS_REPORTS, environment, releases_table
+from matrix.report.release_reports import ReleaseReport, ReportError, load_reports
+
+# A line that starts its own line in Markdown: a list item, a table row, a fence.
+_BLOCK_START = re.compile(r"\s*([-*] |\d+\. |\||```)")
+FOUND = (
+    "How this was found: vllm-kv-matrix (declarative cases run on vLLM's real V1 scheduler, "
+    "pool size by pool size), docs/findings.md, finding {number} (`{name}`)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's options."""
+    parser.add_argument("name", help="a finding's case file name under docs/findings, or number")
+    parser.add_argument(
+        "--reports",
+        type=Path,
+        action="append",
+        help=f"folders of JSON reports of a run over docs/findings (default: {FINDINGS_REPORTS} "
+        f"and {FINDINGS_REPORTS / 'patched'})",
+    )
+    parser.add_argument(
+        "--patch-url",
+        help="where docs/findings/patches/ is published (a URL the patch's path is appended "
+        "to); default: the path in this repository",
+    )
+    parser.add_argument("--out", type=Path, help="default: reports/finding-NAME.md")
+
+
+def _words(text: str) -> str:
+    """A doc paragraph for the body: lines joined (GitHub wraps them), lists and code kept,
+    links relative to the doc dropped (their text stays)."""
+    text = re.sub(r"\[([^\]]+)\]\((?!https?:)[^)]*\)", r"\1", text)
+    out: list[str] = []
+    in_code = False
+    for line in text.splitlines():
+        fence = line.startswith("```")
+        starts = fence or in_code or not line.strip() or _BLOCK_START.match(line)
+        previous = out[-1].lstrip() if out else ""
+        if previous and not starts and not previous.startswith(("|", "```")):
+            out[-1] = f"{out[-1]} {line.strip()}"
+        else:
+            out.append(line)
+        in_code = in_code != fence
+    return "\n".join(out)
+
+
+def _link(patch: Patch, base: str | None) -> str:
+    """The patch by name: a link under ``base`` (where the patches are published), else the
+    file to attach."""
+    name = f"vllm-{patch.version}/{patch.path.name}"
+    return f"[{name}]({base.rstrip('/')}/{name})" if base else f"`{name}` (attached)"
+
+
+def _test(patch: Patch) -> list[str]:
+    command = f"pytest {patch.test_file} -k {patch.test_name}"
+    return [
+        f"**Reproduction.** A test for vLLM's tree (`{patch.test_file}`), in a v{patch.version} "
+        "checkout with the patch's `tests/` part applied (`git apply --include='tests/*' "
+        "PATCH`), fails there and passes with the fix:",
+        "",
+        f"```bash\n{command}\n```",
+        "",
+        "<details><summary>The test</summary>",
+        "",
+        f"```python\n{patch.test_code}\n```",
+        "",
+        "</details>",
+        "",
+    ]
+
+
+def _labelled(label: str, text: str) -> list[str]:
+    if not text:
+        return []
+    text = _words(text)
+    joined = "\n\n" if _BLOCK_START.match(text) else " "  # a list starts on its own line
+    return [f"**{label}.**{joined}{text}", ""]
+
+
+def issue_body(
+    finding: Finding,
+    reports: Sequence[ReleaseReport],
+    patches: dict[str, Patch],
+    patch_url: str | None = None,
+) -> str:
+    """The finding as a vLLM issue's body, or as a comment on its thread."""
+    version = max(patches, key=lambda v: tuple(int(n) for n in v.split("."))) if patches else ""
+    patch = patches.get(version)
+    if patch is None:
+        raise FindingError(f"finding {finding.number} has no patch in docs/findings/patches/")
+    others = [v for v in patches if v != version]
+    parts: list[str] = []
+    if finding.thread:
+        parts += [
+            f"<!-- A comment for {finding.thread} -->",
+            f"### {finding.title}",
+            "",
+            f"Environment: {environment(version).replace(chr(10), '; ')}.",
+            "",
+        ]
+    else:
+        parts += [
+            f"# [Bug]: {finding.title}",
+            "",
+            "### Your current environment",
+            "",
+            f"```text\n{environment(version)}\n```",
+            "",
+            "### 🐛 Describe the bug",
+            "",
+        ]
+    parts += _labelled("Summary", finding.paragraph("Summary"))
+    parts += _test(patch)
+    parts += _labelled(f"Observed (v{version})", finding.paragraph("Observed"))
+    parts += _labelled("Expected", finding.paragraph("Expected"))
+    table = releases_table(finding, reports, case_name(finding))
+    if table:
+        parts += ["**Measured**, on vLLM's scheduler driven step by step:", "", table, ""]
+    parts += _labelled(f"Where (v{version})", finding.paragraph("Where"))
+    parts += _labelled("Reach in a deployment", finding.paragraph("Reach in a deployment"))
+    parts += _labelled("Related threads", finding.paragraph("Threads"))
+    fix = [
+        _words(finding.paragraph("Fix")),
+        f"The patch, its test included: {_link(patch, patch_url)}",
+    ]
+    if others:
+        links = ", ".join(f"v{v}: {_link(patches[v], patch_url)}" for v in others)
+        fix.append(f"(for {links})")
+    parts += [f"**Proposed fix.** {' '.join(f for f in fix if f)}", ""]
+    parts += _labelled("Cost", finding.paragraph("Cost"))
+    if not finding.thread:
+        parts += [
+            "### Before submitting a new issue...",
+            "",
+            "- [x] Make sure you already searched for relevant issues, and asked the chatbot "
+            "living at the bottom right corner of the documentation page, which can answer lots "
+            "of frequently asked questions.",
+            "",
+        ]
+    parts += ["---", FOUND.format(number=finding.number, name=finding.name)]
+    return "\n".join(parts) + "\n"
+
+
+def case_name(finding: Finding) -> str:
+    """The name the finding's case file gives its case (its ``name:``, else its file's)."""
+    case_file = FINDINGS / f"{finding.name}.yaml"
+    text = case_file.read_text(encoding="utf-8") if case_file.is_file() else finding.case_yaml
+    found = re.search(r"^name:\s*(\S+)", text, re.M)
+    return found.group(1) if found else finding.name
+
+
+def _reports(folders: Sequence[Path]) -> list[ReleaseReport]:
+    files = [f for d in folders if d.is_dir() for f in sorted(d.glob("vllm-*.json"))]
+    return [r for f in files for r in load_reports([f]).values()]
+
+
+def main(options: argparse.Namespace) -> int:
+    """Prints and writes the body; 2 when the finding, its patch or a report cannot be read."""
+    folders = options.reports or [FINDINGS_REPORTS, FINDINGS_REPORTS / "patched"]
+    try:
+        finding = find(DOC.read_text(encoding="utf-8"), options.name)
+        patches = {v: p for v in patched_versions() if (p := finding_patch(finding, v))}
+        reports = _reports(folders)
+        body = issue_body(finding, reports, patches, options.patch_url)
+    except (FindingError, ReportError) as error:
+        print(f"matrix finding: {error}", file=sys.stderr)
+        return 2
+    out = options.out or Path("reports") / f"finding-{finding.name}.md"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(body, encoding="utf-8")
+    except OSError as error:  # --out naming a folder, or a file's folder that is a file
+        print(f"matrix finding: cannot write {out}: {error}", file=sys.stderr)
+        return 2
+    print(body, end="")
+    if not reports:
+        print(
+            f"matrix finding: no report in {', '.join(map(str, folders))}, so no measured "
+            "table; a run over the findings writes its own (docs/findings.md, 'How to run "
+            "them'), never the release's reports/vllm-X.*",
+            file=sys.stderr,
+        )
+    attached = ", ".join(str(p.path.relative_to(REPO)) for p in patches.values())
+    print(f"matrix finding: wrote {out} (the patches it names: {attached})", file=sys.stderr)
+    return 0
