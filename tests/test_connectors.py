@@ -200,6 +200,11 @@ def test_a_connector_that_would_not_load_is_unsupported(
     ):
         case = cells_from_file(write_case(mamba.replace("nixl", connector)))[0].case.definition
         assert words in (adapter.unsupported(case) or "")
+    windows_only = PROBE.replace("nixl", "simple_cpu_offload").replace(
+        "{kind: full, block_size: 16}", "{kind: sliding_window, block_size: 16, window: 64}"
+    )
+    case = cells_from_file(write_case(windows_only))[0].case.definition
+    assert "asserts the layout has one" in (adapter.unsupported(case) or "")
     failing = PROBE.replace("nixl", "offloading") + "events:\n  - fail_load: [b]\n"
     case = cells_from_file(write_case(failing))[0].case.definition
     assert "has no load-failure path" in (adapter.unsupported(case) or "")
