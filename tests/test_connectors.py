@@ -3,6 +3,7 @@ the report's field and table, and each connector's load on vLLM's real scheduler
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import pytest
@@ -112,15 +113,13 @@ HITS = {
     "simple_cpu_offload": 64,
     "mooncake_store": 64,
     "multi": 96,
+    "mooncake": 96,
 }
 
 
-@needs_vllm
-@pytest.mark.parametrize("connector", sorted(HITS))
-def test_each_connector_loads_what_it_matches(
-    adapter: Any, write_case: WriteCase, connector: str
-) -> None:
-    case = cells_from_file(write_case(PROBE.replace("nixl", connector)))[0].case.definition
+def _first_load(adapter: Any, case: Any) -> int:
+    """The tokens the case's request holds when it first waits for its load, at pool 64; the
+    run finishes with no block leaked."""
     trace = run_pool(adapter, case, "stock", 64)
     loading = [
         r.state.requests[0]
@@ -128,7 +127,62 @@ def test_each_connector_loads_what_it_matches(
         if r.state.requests[0].status == "WAITING_FOR_REMOTE_KVS"
     ]
     assert trace.stopped == "finished" and not trace.leak
-    assert loading[0].num_computed_tokens == HITS[connector]
+    return loading[0].num_computed_tokens
+
+
+def _needs(module: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(
+        importlib.util.find_spec(module) is None, reason=f"'{module}' is not installed"
+    )
+
+
+@needs_vllm
+@pytest.mark.parametrize(
+    "connector",
+    [pytest.param(c, marks=_needs("uvicorn")) if c == "mooncake" else c for c in sorted(HITS)],
+)
+def test_each_connector_loads_what_it_matches(
+    adapter: Any, write_case: WriteCase, connector: str
+) -> None:
+    case = cells_from_file(write_case(PROBE.replace("nixl", connector)))[0].case.definition
+    assert _first_load(adapter, case) == HITS[connector]
+
+
+@needs_vllm
+@_needs("msgpack")
+def test_moriio_loads_the_prompt_and_tells_the_prefill_instance_its_blocks(
+    adapter: Any, write_case: WriteCase
+) -> None:
+    """MoRIIO's WRITE mode: the decode side sends the (simulated) prefill instance the
+    blocks to write into; one group, as it refuses sliding-window groups."""
+    one_group = PROBE.replace("  - {kind: sliding_window, block_size: 16, window: 32}\n", "")
+    case = cells_from_file(write_case(one_group.replace("nixl", "moriio")))[0].case.definition
+    assert _first_load(adapter, case) == 96
+    assert adapter.build(case, 64).side.notified == []  # nothing sent before a load
+
+
+@needs_vllm
+@_needs("msgpack")
+def test_a_case_a_connector_refuses_when_built_is_unsupported_with_its_message(
+    adapter: Any, write_case: WriteCase
+) -> None:
+    case = cells_from_file(write_case(PROBE.replace("nixl", "moriio")))[0].case.definition
+    reason = adapter.unsupported(case) or ""
+    assert "MoRIIOConnector's scheduler side refuses this case" in reason
+    assert "sliding-window" in reason
+
+
+@needs_vllm
+def test_a_tier_whose_lookup_finds_nothing_is_unsupported(
+    adapter: Any, write_case: WriteCase
+) -> None:
+    """Less than a block stored: the connector's lookup finds nothing, so its cells would
+    pass without a load; the probed case beside it loads and runs."""
+    short = PROBE.replace("nixl", "offloading").replace("tokens: 64", "tokens: 8")
+    case = cells_from_file(write_case(short))[0].case.definition
+    assert "lookup finds none of what its tier holds" in (adapter.unsupported(case) or "")
+    stored = cells_from_file(write_case(PROBE.replace("nixl", "offloading")))[0].case.definition
+    assert adapter.unsupported(stored) is None
 
 
 @needs_vllm
@@ -146,6 +200,11 @@ def test_a_connector_that_would_not_load_is_unsupported(
     ):
         case = cells_from_file(write_case(mamba.replace("nixl", connector)))[0].case.definition
         assert words in (adapter.unsupported(case) or "")
+    windows_only = PROBE.replace("nixl", "simple_cpu_offload").replace(
+        "{kind: full, block_size: 16}", "{kind: sliding_window, block_size: 16, window: 64}"
+    )
+    case = cells_from_file(write_case(windows_only))[0].case.definition
+    assert "asserts the layout has one" in (adapter.unsupported(case) or "")
     failing = PROBE.replace("nixl", "offloading") + "events:\n  - fail_load: [b]\n"
     case = cells_from_file(write_case(failing))[0].case.definition
     assert "has no load-failure path" in (adapter.unsupported(case) or "")

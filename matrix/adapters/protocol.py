@@ -3,6 +3,7 @@ data they exchange. No vLLM here: the verdict and report work on these records a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -20,6 +21,14 @@ RUNNING: Literal["RUNNING"] = "RUNNING"
 PREEMPTED: Literal["PREEMPTED"] = "PREEMPTED"
 FINISHED: Literal["FINISHED"] = "FINISHED"
 Status = Literal["WAITING", "WAITING_FOR_REMOTE_KVS", "RUNNING", "PREEMPTED", "FINISHED"]
+
+
+def ample_pool(case: CaseFile) -> int:
+    """A pool in which no request of ``case`` is ever refused for want of blocks."""
+    sizes = [g.tokens_per_block(case.max_model_len) for g in case.groups]
+    # A request never holds more than max_model_len tokens per group; the slack covers Mamba's
+    # speculative state blocks (at most one per speculative token) and the null block.
+    return sum(math.ceil(case.max_model_len / size) + 32 for size in sizes)
 
 
 class UnsupportedRelease(Exception):

@@ -13,6 +13,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters.config import async_refusal
 from matrix.adapters.connectors import family_of
+from matrix.adapters.connectors.tier import never_loads
 from matrix.adapters.handle import Handle
 from matrix.adapters.kv_cache import case_groups, with_layout
 from matrix.adapters.layout import LayoutError
@@ -78,7 +79,7 @@ class Vllm030:
 
     def unsupported(self, case: CaseFile) -> str | None:
         """Why this release cannot run ``case`` (a layout, Mamba mode, async scheduling or
-        load failure policy it lacks), or None."""
+        load failure policy it lacks, a tier connector that would load nothing), or None."""
         try:
             groups = case_groups(case)
         except LayoutError as error:
@@ -103,4 +104,7 @@ class Vllm030:
                 f"vLLM {self.release} has no kv_load_failure_policy '{policy}' "
                 f"(it has: {', '.join(policies) or 'none'})"
             )
+        silent = never_loads(self.build, self.resolve(case))
+        if silent:
+            return f"{silent} (vLLM {self.release})"
         return None

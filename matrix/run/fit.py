@@ -8,22 +8,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from matrix.adapters.protocol import WAITING, VersionAdapter
+from matrix.adapters.protocol import WAITING, VersionAdapter, ample_pool
 from matrix.case.events import RunBound, RunEvent
 from matrix.case.format import CaseFile
 from matrix.run.playback import cell_clock
 from matrix.run.pools import run_pool
 from matrix.run.records import Fit, StepRecord
 from matrix.wording import plural
-
-
-def ample_pool(case: CaseFile) -> int:
-    """A pool in which no request of ``case`` is ever refused for want of blocks."""
-    sizes = [g.tokens_per_block(case.max_model_len) for g in case.groups]
-    # A request never holds more than max_model_len tokens per group; the slack covers Mamba's
-    # speculative state blocks (at most one per speculative token) and the null block.
-    return sum(math.ceil(case.max_model_len / size) + 32 for size in sizes)
-
 
 # Keyed by what the runs read of the case (CaseFile.run_key): its variants share one.
 _fits: dict[str, Fit] = {}

@@ -11,6 +11,9 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
+from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+from vllm.v1.kv_cache_interface import KVCacheConfig
 from vllm.v1.outputs import KVConnectorOutput
 
 from matrix.adapters.connectors.base import ConnectorSide
@@ -79,6 +82,20 @@ class PrefillSide:
         """No stores."""
 
 
+class NotifyingSide(PrefillSide):
+    """A P/D decode side that tells the prefill instance which blocks to write into (MoRIIO's
+    WRITE mode, over ZMQ): the prefill instance is simulated, so its notify socket is
+    answered in process, each message recorded, none sent."""
+
+    def __init__(self, scheduler: Any, connector: Any, extra_params: dict[str, Any]) -> None:
+        super().__init__(scheduler, connector, extra_params)
+        self.notified: list[str] = []  # the requests whose blocks the prefill instance was sent
+        connector.connector_scheduler.send_notify_block = self._notify
+
+    def _notify(self, req_id: str, *args: Any, **kwargs: Any) -> None:
+        self.notified.append(req_id)
+
+
 @dataclass(frozen=True)
 class PrefillFamily:
     """A P/D connector: its vLLM name, its role, what its parameters add to NIXL's, and what
@@ -88,8 +105,11 @@ class PrefillFamily:
     vllm_name: str
     extra_params: tuple[tuple[str, Any], ...] = ()
     extra_config: tuple[tuple[str, Any], ...] = ()
-    refuses_sliding_window: bool = False
     needs_module: str = ""  # a package its scheduler side imports that vLLM does not require
+    notifies: bool = False  # the decode side sends the prefill instance its blocks (WRITE)
+    # The exceptions its scheduler side raises when built for a layout or a speculative
+    # method it does not take (each release its own list): such a case is unsupported.
+    refusals: tuple[str, ...] = ()
 
     def transfer_config(self, case: CaseFile) -> dict[str, Any]:
         """The connector as a consumer (a decode instance)."""
@@ -99,18 +119,16 @@ class PrefillFamily:
         return settings
 
     def unsupported(self, case: CaseFile) -> str | None:
-        """A package it imports that is not installed; MoRIIO's WRITE mode refuses
-        sliding-window groups."""
+        """A package it imports that is not installed; a layout or speculative method its
+        scheduler side refuses when built (MoRIIO's WRITE mode: sliding-window groups,
+        Mamba groups on 0.30-0.32, speculative methods but DSpark with Mamba on 0.33)."""
         if self.needs_module and importlib.util.find_spec(self.needs_module) is None:
             return (
                 f"{self.vllm_name}'s scheduler side imports '{self.needs_module}', which is "
                 "not installed (pip install it to run these cells)"
             )
-        if self.refuses_sliding_window and any(g.kind == "sliding_window" for g in case.groups):
-            return (
-                f"{self.vllm_name} refuses sliding-window groups in WRITE mode (its "
-                "scheduler side raises NotImplementedError)"
-            )
+        if self.refusals:
+            return construction_refusal(case, self.vllm_name, self.refusals)
         return None
 
     def tensor_block_bytes(self) -> int:
@@ -119,7 +137,8 @@ class PrefillFamily:
 
     def attach(self, connector: Any, scheduler: Any, case: CaseFile) -> ConnectorSide:
         """The harness's side of the connector."""
-        return PrefillSide(scheduler, connector, dict(self.extra_params))
+        side = NotifyingSide if self.notifies else PrefillSide
+        return side(scheduler, connector, dict(self.extra_params))
 
 
 NIXL = PrefillFamily("nixl", "NixlConnector")
@@ -128,11 +147,41 @@ NIXL_PUSH = PrefillFamily("nixl_push", "NixlPushConnector", extra_params=(("tp_s
 MOONCAKE = PrefillFamily(
     "mooncake", "MooncakeConnector", extra_params=(("tp_size", 1),), needs_module="uvicorn"
 )
+# MoRIIO's WRITE mode names the transfer, and the prefill instance's port it notifies.
 MORIIO = PrefillFamily(
     "moriio",
     "MoRIIOConnector",
-    extra_params=(("tp_size", 1),),
+    extra_params=(("tp_size", 1), ("transfer_id", "transfer-0"), ("remote_notify_port", 1)),
     extra_config=(("moriio_mode", "write"),),
-    refuses_sliding_window=True,
     needs_module="msgpack",
+    notifies=True,
+    refusals=("NotImplementedError", "MoRIIOError"),
 )
+
+
+# A case's refusal by a connector's scheduler side, per case (its JSON): building one costs
+# a config and the connector, and every cell of a case asks.
+_refusals: dict[str, str | None] = {}
+
+
+def construction_refusal(case: CaseFile, vllm_name: str, refusals: tuple[str, ...]) -> str | None:
+    """Builds the case's connector scheduler side alone, by vLLM's factory, as the scheduler
+    builds it: vLLM's own message if it raises one of ``refusals``, else None."""
+    from matrix.adapters.blueprint import blueprint  # the blueprint's config reads the families
+
+    key = case.model_dump_json()
+    if key not in _refusals:
+        plan = blueprint(case)
+        kv_cache_config = KVCacheConfig(
+            num_blocks=2, kv_cache_tensors=[], kv_cache_groups=list(plan.groups)
+        )
+        reason = None
+        try:
+            KVConnectorFactory.create_connector(
+                config=plan.config, role=KVConnectorRole.SCHEDULER, kv_cache_config=kv_cache_config
+            )
+        except Exception as error:  # its own refusals; anything else the cell's run reports
+            if type(error).__name__ in refusals:
+                reason = f"{vllm_name}'s scheduler side refuses this case: {error}"
+        _refusals[key] = reason
+    return _refusals[key]

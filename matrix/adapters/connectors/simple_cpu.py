@@ -27,6 +27,8 @@ from matrix.adapters.connectors.base import (
 from matrix.adapters.connectors.tier import TierSide, tier_unsupported
 from matrix.case.format import CaseFile
 
+# The case's group kinds vLLM builds as a FullAttentionSpec (MLA's spec is one).
+FULL_ATTENTION_KINDS = frozenset({"full", "mla"})
 # The CPU tier's blocks (vLLM builds a block pool of them per scheduler): ample for every
 # shipped case's stores, small enough to build in milliseconds.
 CPU_BLOCKS = 4096
@@ -101,7 +103,8 @@ class SimpleCPUOffload:
         }
 
     def unsupported(self, case: CaseFile) -> str | None:
-        """Off without prefix caching; no failure path; a store in flight pins its GPU copy."""
+        """Off without prefix caching; no full-attention group; no failure path; a store in
+        flight pins its GPU copy."""
         if any(g.kind == "mamba" and g.mamba_mode == "none" for g in case.groups):
             return (
                 "SimpleCPUOffloadConnector turns itself off without prefix caching (Mamba "
@@ -109,6 +112,11 @@ class SimpleCPUOffload:
             )
         if case.engine.enable_prefix_caching is False:
             return "SimpleCPUOffloadConnector turns itself off without prefix caching"
+        if not any(g.kind in FULL_ATTENTION_KINDS for g in case.groups):
+            return (
+                "SimpleCPUOffloadConnector matches prefixes on a full-attention group: its "
+                "scheduler side asserts the layout has one (this one has none)"
+            )
         if any(r.stored is not None and r.stored.in_flight for r in case.requests):
             return (
                 "SimpleCPUOffloadConnector references the GPU blocks of a store in flight, so "

@@ -5,8 +5,13 @@ case starts), and none of them fails a load."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from vllm.sampling_params import SamplingParams
+
+from matrix.adapters.protocol import ample_pool
+from matrix.case.connector import PREFILL_CONNECTORS
 from matrix.case.events import FailLoadEvent
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
@@ -47,5 +52,54 @@ def tier_unsupported(case: CaseFile, vllm_name: str, why: str) -> str | None:
     if case.engine.kv_load_failure_policy is not None:
         return (
             f"{vllm_name} has no load-failure path ({why}): kv_load_failure_policy does not apply"
+        )
+    return None
+
+
+def tier_found(handle: Any, case: CaseFile) -> bool | None:
+    """Whether the connector of ``handle`` (built for ``case``, its tier warmed) finds any of
+    what its tier holds when the case starts: vLLM's own lookup, asked as the scheduler asks
+    it (the request added, after its local hit), for every request whose stores are
+    complete. None: no such request (a prefill connector, a tier filled in flight). The
+    handle is spent."""
+    scheduler = handle.scheduler
+    asked = False
+    for spec in case.requests:
+        if handle.side.tier_tokens(spec) <= 0 or (
+            spec.stored is not None and spec.stored.in_flight
+        ):
+            continue
+        params = SamplingParams(max_tokens=1, ignore_eos=True)
+        request = handle.request_of(f"{spec.id}~probe", handle.prompt_of(spec), params)
+        scheduler.add_request(request)  # a connector may track a request from its arrival
+        local = scheduler.kv_cache_manager.get_computed_blocks(request)[1]
+        matched, _ = scheduler.connector.get_num_new_matched_tokens(request, local)
+        if matched is None or matched > 0:  # None: it would answer later, so it may load
+            return True
+        asked = True
+    return False if asked else None
+
+
+# Whether a case's tier connector finds what its tier holds, per case (its JSON): every cell
+# of a case asks, and each answer builds a scheduler and warms its tier.
+_found: dict[str, bool | None] = {}
+
+
+def never_loads(build: Callable[[CaseFile, int], Any], case: CaseFile) -> str | None:
+    """Why a tier connector would load nothing in ``case`` (its lookup finds none of what the
+    tier holds, on this release), or None; ``build`` makes a warmed scheduler of the case.
+    A cell there would pass without testing a load."""
+    if case.connector in PREFILL_CONNECTORS:
+        return None
+    key = case.model_dump_json()
+    if key not in _found:
+        try:
+            _found[key] = tier_found(build(case, ample_pool(case)), case)
+        except Exception:  # the cell's own run reports what raised
+            _found[key] = None
+    if _found[key] is False:
+        return (
+            f"the {case.connector} connector's lookup finds none of what its tier holds "
+            "in this case (0 tokens for every stored request): it would never load"
         )
     return None
