@@ -14,6 +14,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from matrix.adapters.config import async_refusal
 from matrix.adapters.connectors import family_of
 from matrix.adapters.connectors.tier import never_loads
+from matrix.adapters.construction import refused_when_built
 from matrix.adapters.handle import Handle
 from matrix.adapters.kv_cache import case_groups, with_layout
 from matrix.adapters.layout import LayoutError
@@ -94,7 +95,8 @@ class Vllm030:
         refusal = async_refusal(case)
         if refusal:
             return f"vLLM {self.release} cannot schedule this case asynchronously: {refusal}"
-        refused = family_of(case).unsupported(case.model_copy(update={"groups": groups}))
+        derived = case.model_copy(update={"groups": groups})
+        refused = family_of(case).unsupported(derived) or refused_when_built(derived)
         if refused:
             return f"{refused} (vLLM {self.release})"
         policy = case.engine.kv_load_failure_policy

@@ -99,13 +99,14 @@ class Multi:
     families: dict[str, ConnectorFamily]
     name: str = "multi"
 
-    def _children(self, case: CaseFile) -> list[ConnectorFamily]:
+    def children(self, case: CaseFile) -> list[ConnectorFamily]:
+        """The connectors it holds, in order (connector_options.connectors)."""
         return [self.families[name] for name in children_of("multi", case.connector_options)]
 
     def transfer_config(self, case: CaseFile) -> dict[str, Any]:
         """Both roles; each child's config, in order."""
         children = [
-            {**child.transfer_config(case), "kv_role": "kv_both"} for child in self._children(case)
+            {**child.transfer_config(case), "kv_role": "kv_both"} for child in self.children(case)
         ]
         return {
             "kv_connector": "MultiConnector",
@@ -115,7 +116,7 @@ class Multi:
 
     def unsupported(self, case: CaseFile) -> str | None:
         """A child's reason, named."""
-        for child in self._children(case):
+        for child in self.children(case):
             reason = child.unsupported(case)
             if reason:
                 return f"MultiConnector's child {child.name}: {reason}"
@@ -130,6 +131,6 @@ class Multi:
         return MultiSide(
             [
                 family.attach(child, scheduler, case)
-                for family, child in zip(self._children(case), connector._connectors, strict=True)
+                for family, child in zip(self.children(case), connector._connectors, strict=True)
             ]
         )

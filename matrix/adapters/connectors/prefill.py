@@ -11,9 +11,6 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
-from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
-from vllm.v1.kv_cache_interface import KVCacheConfig
 from vllm.v1.outputs import KVConnectorOutput
 
 from matrix.adapters.connectors.base import ConnectorSide
@@ -119,17 +116,14 @@ class PrefillFamily:
         return settings
 
     def unsupported(self, case: CaseFile) -> str | None:
-        """A package it imports that is not installed; a layout or speculative method its
-        scheduler side refuses when built (MoRIIO's WRITE mode: sliding-window groups,
-        Mamba groups on 0.30-0.32, speculative methods but DSpark with Mamba on 0.33)."""
+        """A package it imports that is not installed (what its scheduler side refuses when
+        built, ``refusals``, is asked by ``adapters/construction.py``, above the blueprint)."""
         if self.needs_module and importlib.util.find_spec(self.needs_module) is None:
             return (
                 f"{self.vllm_name}'s scheduler side imports '{self.needs_module}', which is "
                 "not installed (pip install it to run these cells)"
             )
-        if self.refusals:
-            return construction_refusal(case, self.vllm_name, self.refusals)
-        return None
+        return None  # its refusals when built: adapters/construction.py
 
     def tensor_block_bytes(self) -> int:
         """0: its scheduler side reads no tensors."""
@@ -157,31 +151,3 @@ MORIIO = PrefillFamily(
     notifies=True,
     refusals=("NotImplementedError", "MoRIIOError"),
 )
-
-
-# A case's refusal by a connector's scheduler side, per case (its JSON): building one costs
-# a config and the connector, and every cell of a case asks.
-_refusals: dict[str, str | None] = {}
-
-
-def construction_refusal(case: CaseFile, vllm_name: str, refusals: tuple[str, ...]) -> str | None:
-    """Builds the case's connector scheduler side alone, by vLLM's factory, as the scheduler
-    builds it: vLLM's own message if it raises one of ``refusals``, else None."""
-    from matrix.adapters.blueprint import blueprint  # the blueprint's config reads the families
-
-    key = case.model_dump_json()
-    if key not in _refusals:
-        plan = blueprint(case)
-        kv_cache_config = KVCacheConfig(
-            num_blocks=2, kv_cache_tensors=[], kv_cache_groups=list(plan.groups)
-        )
-        reason = None
-        try:
-            KVConnectorFactory.create_connector(
-                config=plan.config, role=KVConnectorRole.SCHEDULER, kv_cache_config=kv_cache_config
-            )
-        except Exception as error:  # its own refusals; anything else the cell's run reports
-            if type(error).__name__ in refusals:
-                reason = f"{vllm_name}'s scheduler side refuses this case: {error}"
-        _refusals[key] = reason
-    return _refusals[key]
