@@ -11,11 +11,7 @@ from typing import Any
 import pytest
 
 from matrix.case.expansion import CASE_SUFFIXES
-from matrix.case.limits import MAX_REPORT_BYTES
-from matrix.case.model_paths import is_model_file
-from matrix.case.reading import CaseFileError, read_json
 from matrix.case.shipped import shipped_cases
-from matrix.case.split import Part, RunFile, file_durations, files_of, run_files, selection_digest
 from matrix.gpus import pin_worker_gpu
 from matrix.installed import expected_stock
 from matrix.items import (
@@ -33,7 +29,6 @@ from matrix.report.files import (
     REPORT_SUFFIX_HINT,
     REPORT_SUFFIXES,
     Shard,
-    matrix_digest,
     run_info,
     summary_lines,
     write_report,
@@ -41,12 +36,13 @@ from matrix.report.files import (
 from matrix.report.gallery import PictureChoice, available, full_gallery
 from matrix.report.tables import sort_cells
 from matrix.run.user_variants import VariantLoadError, run_variants
+from matrix.run_split import RunSplit, is_case_file, named_paths, run_split
 
 cells_key = pytest.StashKey[list[CellResult]]()
 # The cells this part of the run selected (after -k and -m), from its own files.
 selected_key = pytest.StashKey[tuple[str, ...]]()
 SELECTED_OUTPUT = "matrix_selected"  # the selection, sent from an xdist worker to its controller
-split_key = pytest.StashKey["RunSplit"]()
+split_key = pytest.StashKey[RunSplit]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -147,61 +143,6 @@ def _add_shipped_cases(config: pytest.Config) -> None:
     config.args[:] = [*config.args, shipped] if named else [shipped]
 
 
-class RunSplit:
-    """This process's part of the run: the run's files, its own (all of them when the run is
-    not split), the part it records, and the digest of the run's whole selection."""
-
-    def __init__(self, files: list[RunFile], parts: list[Part], own: list[RunFile], digest: str):
-        self.files = {f.path for f in files}
-        self.parts = parts
-        self.own = {f.path for f in own}
-        self.digest = digest
-
-    def ignores(self, path: Path) -> bool:
-        """Whether ``path`` is another part's file."""
-        resolved = path.resolve()
-        return resolved in self.files and resolved not in self.own
-
-
-def run_split(config: pytest.Config) -> RunSplit:
-    """The run's files, and this part's share of them (``--splits N --group K``, then
-    ``--matrix-worker W/M``), balanced by the recorded durations (:mod:`matrix.case.split`)."""
-    parts = []
-    splits, group = config.getoption("splits", None), config.getoption("group", None)
-    if splits and group:
-        parts.append(Part(group, splits))
-    worker = config.getoption("matrix_worker")
-    if worker:
-        try:
-            parts.append(Part.parse(worker))
-        except ValueError as error:
-            raise pytest.UsageError(f"--matrix-worker {error}") from None
-    if not parts:
-        return RunSplit([], [], [], "")
-    files = run_files(_named_paths(config), lambda path: _is_case_file(config, path))
-    selects = [
-        f"-k {config.getoption('keyword')}",
-        f"-m {config.getoption('markexpr')}",
-        *config.stash[variants_key],
-    ]
-    digest = selection_digest(files, matrix_digest(), selects)
-    return RunSplit(files, parts, files_of(files, parts, _durations(config)), digest)
-
-
-def _durations(config: pytest.Config) -> dict[str, float]:
-    """pytest-split's recorded durations, per file; none when there are none to read."""
-    path = config.getoption("durations_path", None)
-    if not path or not Path(path).is_file():
-        return {}
-    try:
-        recorded = read_json(Path(path), MAX_REPORT_BYTES, "a durations file")
-    except CaseFileError as error:
-        raise pytest.UsageError(f"--durations-path: {error}") from None
-    if not isinstance(recorded, dict):
-        raise pytest.UsageError(f"--durations-path {path}: not a mapping of test ids to seconds")
-    return file_durations({k: v for k, v in recorded.items() if isinstance(v, int | float)})
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The run is split by whole files here, before collection: pytest-split's own split of the
@@ -213,22 +154,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Another part's file is not collected at all (where pytest finds it in a folder)."""
     return True if config.stash[split_key].ignores(collection_path) else None
-
-
-def _named_paths(config: pytest.Config) -> list[Path]:
-    return [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args]
-
-
-def _is_case_file(config: pytest.Config, path: Path) -> bool:
-    """YAML files named on the command line, or under a ``matrix_cases`` directory or a
-    directory named on the command line (as pytest collects test files in one); never a model
-    description (``models/*.yaml``)."""
-    if path.suffix not in CASE_SUFFIXES or is_model_file(path):
-        return False
-    resolved = path.resolve()
-    roots = [Path(p).resolve() for p in config.getini("matrix_cases")]
-    named = _named_paths(config)
-    return resolved in named or any(resolved.is_relative_to(r) for r in [*roots, *named])
 
 
 @pytest.hookimpl(trylast=True)
@@ -252,7 +177,7 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 def _named_directories_hold_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A named directory that gave nothing to run says why, instead of "no tests ran"."""
     collected = [Path(item.path).resolve() for item in items]
-    for path in _named_paths(config):
+    for path in named_paths(config):
         if path.is_dir() and not any(p.is_relative_to(path) for p in collected):
             raise pytest.UsageError(
                 f"{path}: no case files ({', '.join('*' + s for s in CASE_SUFFIXES)}) and no tests"
@@ -261,7 +186,7 @@ def _named_directories_hold_cases(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
     """A collector for a case file; None for any other file."""
-    if _is_case_file(parent.config, file_path):
+    if is_case_file(parent.config, file_path):
         return CaseFileCollector.from_parent(parent, path=file_path)
     return None
 
