@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from matrix.ci import fork, play, steps
+from matrix.ci import fork, play, steps, substitutions
 from matrix.ci.tox_commands import ToxError, read_env
 from matrix.ci.workflow import (
     Status,
@@ -126,8 +126,8 @@ def test_a_tox_env_s_commands_with_its_positional_arguments() -> None:
         read_env(TOX_INI, "nothing")
 
 
-def options(tmp_path: Path, **chosen: Any) -> play.Options:
-    return play.Options(REPO / "docs/ci/github-workflow.yml", REPO, tmp_path, **chosen)
+def options(tmp_path: Path, **chosen: Any) -> substitutions.Options:
+    return substitutions.Options(REPO / "docs/ci/github-workflow.yml", REPO, tmp_path, **chosen)
 
 
 @needs_vllm
@@ -137,21 +137,21 @@ def test_here_runs_the_env_s_commands_in_this_environment(tmp_path: Path) -> Non
         f"vllm0{n}" for n in (30, 31, 32, 33) if read_env(TOX_INI, f"vllm0{n}").release == version
     )
     script = f'python -m pip install "tox==$V"\npython -m tox -e {env} -- --group 2 || s=$?\n'
-    here = play.substitute(script, options(tmp_path, here=True, pytest_args=("-n", "0")))
+    here = substitutions.substitute(script, options(tmp_path, here=True, pytest_args=("-n", "0")))
     assert here == (  # the cells' run forked from the player (vLLM imported)
         ": tox is not needed with --here\npython -m matrix.ci.fork run -- --group 2 -n 0 || s=$?\n"
     )
-    fresh = play.substitute(script, options(tmp_path, here=True, fresh=True))
+    fresh = substitutions.substitute(script, options(tmp_path, here=True, fresh=True))
     assert fresh.endswith("\npython -m matrix run -- --group 2 || s=$?\n")
     other = "vllm030" if env != "vllm030" else "vllm031"
     with pytest.raises(WorkflowError, match=f"tox env {other} installs vLLM .* add --release"):
-        play.substitute(f"python -m tox -e {other}", options(tmp_path, here=True))
+        substitutions.substitute(f"python -m tox -e {other}", options(tmp_path, here=True))
 
 
 def test_without_here_only_the_cells_arguments_are_added(tmp_path: Path) -> None:
     chosen = options(tmp_path, pytest_args=("-k", "single_group"))
     script = "python -m tox -e vllm031 -- --group 1\npython -m tox -e merge\n"
-    assert play.substitute(script, chosen) == (
+    assert substitutions.substitute(script, chosen) == (
         "python -m tox -e vllm031 -- --group 1 -k single_group\npython -m tox -e merge\n"
     )
 

@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
-import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -37,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from matrix.ci import steps
-from matrix.ci.fork import FORKED, ForkError, ForkServer
-from matrix.ci.tox_commands import MATRIX, ToxError, read_env
+from matrix.ci.fork import ForkError, ForkServer
+from matrix.ci.substitutions import Options, environment, selected, substitute
+from matrix.ci.tox_commands import ToxError
 from matrix.ci.workflow import (
     JobRun,
     Status,
@@ -50,26 +49,6 @@ from matrix.ci.workflow import (
     load_workflow,
     needs_of,
 )
-
-TOX_RUN = re.compile(r"python -m tox -e ([\w.-]+)(?: -- ([^|&;\n]*))?")
-TOX_INSTALL = re.compile(r"^\s*python -m pip install\b.*\btox==.*$", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Options:
-    """What to play, where, and the substitutions asked for."""
-
-    workflow: Path
-    repo: Path
-    out: Path
-    releases: tuple[str, ...] = ()
-    shards: int | None = None
-    jobs: tuple[str, ...] = ()  # only these jobs (their needs among them); empty: every job
-    here: bool = False
-    fresh: bool = False  # with here: a new interpreter per python -m matrix run, not a fork
-    pytest_args: tuple[str, ...] = ()
-    inherit: tuple[str, ...] = ()
-    verbose: bool = False
 
 
 @dataclass
@@ -99,7 +78,7 @@ def play(options: Options) -> list[JobOutcome]:
         if server is not None:  # how each step's python -m matrix.ci.fork finds it
             env.update(server.variables)
         for job_id in chosen_jobs(workflow, options.jobs):
-            runs = [r for r in job_runs(workflow, job_id) if _selected(r, options)]
+            runs = [r for r in job_runs(workflow, job_id) if selected(r, options)]
             if not runs:
                 raise WorkflowError(f"job {job_id}: --release/--shards leave none of its runs")
             needed = needs_of(workflow["jobs"][job_id])
@@ -135,13 +114,6 @@ def chosen_jobs(workflow: dict[str, Any], chosen: tuple[str, ...]) -> list[str]:
         if missing:
             raise WorkflowError(f"--job {job_id} needs {missing[0]}: name it too")
     return [job_id for job_id in order if not chosen or job_id in chosen]
-
-
-def _selected(run: JobRun, options: Options) -> bool:
-    release, shard = run.matrix.get("release"), run.matrix.get("shard")
-    if options.releases and release is not None and str(release) not in options.releases:
-        return False
-    return not (options.shards and shard is not None and int(shard) > options.shards)
 
 
 @dataclass(frozen=True)
@@ -210,7 +182,7 @@ def _play_step(
         return steps.emulate(name, str(step["uses"]), inputs, job.workspace, options.out)
     place = steps.StepPlace(job.workspace, job.home, number, step.get("working-directory"))
     script = substitute(interpolate(str(step["run"]), scope), options)
-    variables = _environment(scope["env"], place, options.inherit, options.here)
+    variables = environment(scope["env"], place, options.inherit, options.here)
     seconds = float(step.get("timeout-minutes", job.minutes)) * 60
     shell = step.get("shell", job.shell)
     return steps.run_script(name, script, shell, variables, place, seconds, options.verbose)
@@ -218,54 +190,6 @@ def _play_step(
 
 def _evaluated(mapping: Any, contexts: dict[str, Any]) -> dict[str, str]:
     return {str(k): interpolate(str(v), contexts) for k, v in (mapping or {}).items()}
-
-
-def _environment(
-    step_env: dict[str, str], place: steps.StepPlace, inherit: Sequence[str], here: bool
-) -> dict[str, str]:
-    """The machine's environment, the workflow's on top (but the inherited names), then the
-    runner's own variables."""
-    variables = dict(os.environ)
-    variables.update({k: v for k, v in step_env.items() if k not in inherit})
-    variables.update(place.runner_variables())
-    if here:  # `python` is this environment's, as in an activated virtual environment
-        variables["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), variables["PATH"]])
-    return variables
-
-
-def substitute(script: str, options: Options) -> str:
-    """A ``run:`` script with the substitutions the options ask for (the module's docstring)."""
-    tox_ini = options.repo / "tox.ini"
-
-    def tox_run(match: re.Match[str]) -> str:
-        env = read_env(tox_ini, match.group(1))
-        extra = options.pytest_args if env.runs_cells else ()
-        given = match.group(2) or ""
-        args, trail = given.rstrip(), given[len(given.rstrip()) :]
-        if not options.here:
-            if not extra:
-                return match.group(0)
-            words = " ".join([args, *map(shlex.quote, extra)]).strip()
-            return f"python -m tox -e {env.name} -- {words}{trail}"
-        _check_release(env.name, env.release)
-        return env.shell(args or None, extra, MATRIX if options.fresh else FORKED) + trail
-
-    if options.here:
-        script = TOX_INSTALL.sub(": tox is not needed with --here", script)
-    return TOX_RUN.sub(tox_run, script)
-
-
-def _check_release(env: str, release: str | None) -> None:
-    """Refuses (``--here``) an env that pins a vLLM release other than the installed one."""
-    from matrix.installed import installed_vllm_version
-
-    installed = installed_vllm_version()
-    if release is not None and installed != release:
-        hint = f": add --release {installed}" if installed else ""
-        raise WorkflowError(
-            f"--here: tox env {env} installs vLLM {release}, this environment has "
-            f"{installed or 'no vLLM'}{hint}"
-        )
 
 
 def _slug(name: str) -> str:
