@@ -3,13 +3,14 @@ with NIXL's remote-prefill parameters, stepped by the engine loop of ``engine`` 
 output simulated: a token sampled, the case's drafts accepted; loads reported done or failed
 through the connector output), aborted as the engine aborts, its blocks accounted.
 
-:class:`Handle` is what every release shares; the hooks at its end are what releases changed,
-and each release's module (``v0_30`` ...) implements them.
+:class:`Handle` is what every release shares; its async-load reservation, and the hooks there
+that releases changed (each release's module, ``v0_30`` ..., implements them), are in
+``reservation``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Self
 
 from vllm.sampling_params import SamplingParams
@@ -20,7 +21,6 @@ from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 
 from matrix.adapters.accounting import block_account, blocks_by_group, group_labels
-from matrix.adapters.admission import admission_need
 from matrix.adapters.blueprint import blueprint
 from matrix.adapters.connectors import family_of
 from matrix.adapters.connectors.base import ConnectorSide
@@ -35,17 +35,16 @@ from matrix.adapters.protocol import (
     StepOutcome,
 )
 from matrix.adapters.requests import STATUS_WORDS, distinct_prompt
+from matrix.adapters.reservation import Reservation
 from matrix.adapters.snapshots import StateReader
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
 
-# A margin of the admitting request: from the request and its ``allocate_slots`` arguments.
-AdmissionMargin = Callable[[Any, Mapping[str, Any]], int]
 
-
-class Handle:
+class Handle(Reservation):
     """One real scheduler built for one case and pool size, and the simulated engine around
-    it; the release-specific hooks at its end are implemented by each release's module."""
+    it; the reservation's release-specific hooks (:class:`Reservation`) are implemented by each
+    release's module."""
 
     side: ConnectorSide  # the connector's worker side, and what its tier holds
 
@@ -224,92 +223,3 @@ class Handle:
     def _request_of(self, request_id: str) -> Any:
         """vLLM's request for the case's, or None once it left the scheduler."""
         return self.scheduler.requests.get(self.scheduler_request_id(request_id))
-
-    def reservation(self) -> int:
-        """What an async-load admission keeps free now (see ``SchedulerHandle.reservation``)."""
-        return int(self.scheduler._inflight_prefill_reserved_blocks()) + self.stock_margin()
-
-    def remaining_blocks(self, request: Any, spec_tokens_through_coordinator: bool) -> int:
-        """Blocks an in-flight load still needs to hold its whole sequence; with
-        ``spec_tokens_through_coordinator``, also its first speculative step (0.32's rule)."""
-        scheduler = self.scheduler
-        full = min(request.num_tokens, scheduler.max_model_len)
-        num_tokens = full
-        if spec_tokens_through_coordinator and scheduler.num_spec_tokens:
-            num_tokens += 1 + scheduler.num_spec_tokens + scheduler.num_lookahead_tokens
-        manager = scheduler.kv_cache_manager
-        blocks: int = manager.coordinator.get_num_blocks_to_allocate(
-            request_id=request.request_id,
-            num_tokens=num_tokens,
-            new_computed_blocks=manager.empty_kv_cache_blocks.blocks,
-            num_encoder_tokens=0,
-            total_computed_tokens=request.num_computed_tokens,
-            num_local_computed_tokens=request.num_computed_tokens,
-            num_tokens_main_model=full,
-            apply_admission_cap=True,
-            **self.coordinator_options(request),
-        )
-        return blocks
-
-    def install_reservation(
-        self,
-        admission_margin: int,
-        per_request_margin: int,
-        spec_tokens_through_coordinator: bool,
-        admission_margin_for: Callable[[int], int] | None = None,
-        admission_need_per_group: bool = False,
-    ) -> None:
-        """Replaces this instance's async-load reservation (see ``SchedulerHandle``'s)."""
-        scheduler = self.scheduler
-
-        def reserved_for_inflight_loads() -> int:
-            inflight = sum(
-                self.remaining_blocks(request, spec_tokens_through_coordinator) + per_request_margin
-                for request in scheduler._inflight_prefills
-            )
-            return inflight + admission_margin
-
-        # Instance attributes shadow the class's, so only this scheduler sees the variant.
-        self.drop_stock_margin()
-        scheduler._inflight_prefill_reserved_blocks = reserved_for_inflight_loads
-        margins: list[AdmissionMargin] = []
-        if admission_margin_for is not None:
-            margin_for = admission_margin_for
-            margins.append(lambda request, allocation: margin_for(request.num_tokens))
-        if admission_need_per_group:
-            margins.append(
-                lambda request, allocation: admission_need(
-                    scheduler, request, allocation, self.coordinator_options(request)
-                )
-            )
-        if margins:
-            self._reserve_per_admission(margins)
-
-    def _reserve_per_admission(self, margins: list[AdmissionMargin]) -> None:
-        """Adds each margin of the admitting request to an async-load admission's reservation:
-        the scheduler computes the reservation without the admitting request, and hands both
-        to ``allocate_slots``, an async load with ``delay_cache_blocks`` set."""
-        manager = self.scheduler.kv_cache_manager
-        allocate = manager.allocate_slots
-
-        def allocate_slots(request: Any, *args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("delay_cache_blocks"):
-                reserved = kwargs.get("reserved_blocks", 0)
-                kwargs["reserved_blocks"] = reserved + sum(m(request, kwargs) for m in margins)
-            return allocate(request, *args, **kwargs)
-
-        manager.allocate_slots = allocate_slots
-
-    # What releases changed; each release's module implements these.
-
-    def stock_margin(self) -> int:
-        """Blocks the stock admission keeps free for the admitting request's speculative step."""
-        raise NotImplementedError
-
-    def drop_stock_margin(self) -> None:
-        """Turn the stock margin off on this instance, so a variant's own margin replaces it."""
-        raise NotImplementedError
-
-    def coordinator_options(self, request: Any) -> dict[str, Any]:
-        """Release-specific arguments of ``get_num_blocks_to_allocate``."""
-        raise NotImplementedError
