@@ -1,14 +1,12 @@
 """A model description -> the KV cache groups the installed vLLM would give it.
 
-Each layer's ``KVCacheSpec`` is built with vLLM's spec classes; a Mamba / linear-attention
-layer's state shapes and dtypes come from the model class's own
-``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config`` (after the
-model's own config hook, which picks NemotronH's state dtype); the layers are grouped by vLLM's
-``get_kv_cache_groups``.
+Each layer's ``KVCacheSpec`` is built with vLLM's spec classes (``layer_specs``: the attention
+layers' numbers per rank, a Mamba / linear-attention layer's state from the model class's own
+methods); the layers are grouped by vLLM's ``get_kv_cache_groups``.
 
 Two pieces of the engine's path need a model built on a GPU (its attention layers) and are
-ported here as small as they go: the KV heads per tensor-parallel rank
-(``ModelConfig.get_num_kv_heads``) and the hybrid block-size alignment
+ported as small as they go: the KV heads per tensor-parallel rank
+(``ModelConfig.get_num_kv_heads``, in ``layer_specs``) and the hybrid block-size alignment
 (``Platform._align_hybrid_block_size``: the attention block grows, in steps of the attention
 backend's kernel block, until an attention page holds a Mamba state page). The backend, and so
 the block, depend on the device (``matrix.adapters.devices``). Tests hold both against vLLM's
@@ -17,16 +15,12 @@ own functions on a model where both run.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
-import torch
-from vllm.config import CacheConfig, ParallelConfig, VllmConfig
-from vllm.model_executor.models import ModelRegistry
+from vllm.config import VllmConfig
 from vllm.v1.kv_cache_interface import (
     ChunkedLocalAttentionSpec,
     FullAttentionSpec,
@@ -38,14 +32,11 @@ from vllm.v1.kv_cache_interface import (
 )
 
 from matrix.adapters.devices import DeviceError, aligned_block, device_layout
-from matrix.adapters.model_files import HfConfigError, hf_config_of
+from matrix.adapters.layer_specs import LayoutError as LayoutError  # its importers' name for it
+from matrix.adapters.layer_specs import attention_numbers, mamba_state, spec_of
 from matrix.adapters.registry import architecture_problem
 from matrix.case.model import LayerKind, LayoutSettings, ModelDescription
 from matrix.case.parts import Group, GroupKind, MambaMode
-
-
-class LayoutError(Exception):
-    """The installed vLLM cannot derive this model's layout; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -114,112 +105,6 @@ def resolve_memory_layout(engine: VllmConfig, specs: dict[str, KVCacheSpec]) -> 
     resolve_kv_cache_layout(engine, [names], list(specs.values()))
 
 
-def _spec(spec_type: type[KVCacheSpec], **fields: Any) -> KVCacheSpec:
-    """A spec with the fields this release's class has (releases add fields over time)."""
-    known = {f.name for f in dataclasses.fields(spec_type)}
-    return spec_type(**{k: v for k, v in fields.items() if k in known})
-
-
-def _torch_dtype(name: str) -> torch.dtype:
-    dtype = getattr(torch, {"fp8": "float8_e4m3fn"}.get(name, name))
-    assert isinstance(dtype, torch.dtype)
-    return dtype
-
-
-@dataclass(frozen=True)
-class _Attention:
-    """One attention layer's numbers on one tensor-parallel rank."""
-
-    num_kv_heads: int
-    head_size: int
-    dtype: torch.dtype
-    mla: bool
-
-    def spec(self, kind: LayerKind, block_size: int, model: ModelDescription) -> KVCacheSpec:
-        common = {
-            "block_size": block_size,
-            "num_kv_heads": self.num_kv_heads,
-            "head_size": self.head_size,
-            "dtype": self.dtype,
-        }
-        if kind == "mla":
-            return _spec(MLAAttentionSpec, **common)
-        if kind == "sliding_window":
-            return _spec(SlidingWindowSpec, sliding_window=model.sliding_window, **common)
-        if kind == "chunked_local":
-            chunk = model.attention_chunk_size
-            return _spec(ChunkedLocalAttentionSpec, attention_chunk_size=chunk, **common)
-        return _spec(FullAttentionSpec, **common)
-
-
-def _attention(model: ModelDescription, settings: LayoutSettings) -> _Attention | None:
-    """The attention layers' numbers on one rank; None for a model without attention (pure
-    Mamba)."""
-    if set(model.layer_kinds()) <= {"mamba", "no_cache"}:
-        return None
-    dtype = _torch_dtype(model.dtype if settings.kv_cache_dtype == "auto" else "fp8")
-    if model.mla is not None and model.num_kv_heads is None:
-        # MLA caches one latent per token, shared by all heads, on every rank.
-        return _Attention(1, model.mla.kv_lora_rank + model.mla.qk_rope_head_dim, dtype, True)
-    assert model.num_kv_heads is not None and model.head_size is not None
-    # ModelConfig.get_num_kv_heads: heads split over ranks, replicated when fewer than ranks.
-    return _Attention(max(1, model.num_kv_heads // settings.tp), model.head_size, dtype, False)
-
-
-def _mamba_state(
-    model: ModelDescription,
-    settings: LayoutSettings,
-    spec_tokens: int,
-    hf_config: Any,
-    max_model_len: int,
-) -> tuple[tuple[tuple[int, ...], ...], tuple[torch.dtype, ...]]:
-    """The model class's own Mamba state shapes and dtypes for these settings, from
-    ``hf_config`` (vLLM's reading of a config.json) or the description's ``hf_config``."""
-    try:
-        model_class: Any = ModelRegistry.models[model.architecture].load_model_cls()
-    except ImportError as error:
-        raise LayoutError(f"{model.architecture} does not import here: {error}") from error
-    if hf_config is None:
-        try:
-            hf_config = hf_config_of(model.hf_config)
-        except HfConfigError as error:
-            raise LayoutError(f"hf_config: {error}") from None
-    cache = CacheConfig(mamba_cache_mode=settings.mamba_mode)
-    speculative = SimpleNamespace(num_speculative_tokens=spec_tokens) if spec_tokens else None
-    # The slice of VllmConfig these class methods read: a whole one needs a ModelConfig, whose
-    # first build per architecture inspects the model class in a subprocess (tens of seconds).
-    engine = SimpleNamespace(
-        model_config=SimpleNamespace(
-            hf_config=hf_config,
-            hf_text_config=hf_config,
-            dtype=_torch_dtype(model.dtype),
-            architecture=model.architecture,
-            max_model_len=max_model_len,
-        ),
-        # The pure Mamba models' hook asks it where prefix caching is on (mode align).
-        scheduler_config=SimpleNamespace(enable_chunked_prefill=True),
-        parallel_config=ParallelConfig(tensor_parallel_size=settings.tp),
-        cache_config=cache,
-        speculative_config=speculative,
-        num_speculative_tokens=spec_tokens,
-    )
-    from vllm.model_executor.models.config import MODELS_CONFIG_MAP
-
-    hook = MODELS_CONFIG_MAP.get(model.architecture)
-    if hook is not None:
-        hook.verify_and_update_config(engine)
-    try:
-        shapes = model_class.get_mamba_state_shape_from_config(engine)
-        dtypes = model_class.get_mamba_state_dtype_from_config(engine)
-    except AttributeError as error:  # a key the model class reads that the config lacks
-        missing = getattr(error, "name", None) or str(error)
-        raise LayoutError(
-            f"hf_config: vLLM's {model.architecture} reads '{missing}' for its Mamba state, "
-            "and the config has no such key"
-        ) from None
-    return tuple(tuple(s) for s in shapes), tuple(dtypes)
-
-
 # Subclasses first: MLAAttentionSpec and ChunkedLocalAttentionSpec are FullAttentionSpecs.
 SPEC_KINDS: tuple[tuple[type[KVCacheSpec], GroupKind], ...] = (
     (MLAAttentionSpec, "mla"),
@@ -259,7 +144,7 @@ def derive_layout(
     if problem is not None:
         raise LayoutError(problem)
     max_model_len = engine.model_config.max_model_len
-    attention = _attention(model, settings)
+    attention = attention_numbers(model, settings)
     mla = attention is not None and attention.mla
     try:
         device = device_layout(model, settings, mla)
@@ -269,11 +154,11 @@ def derive_layout(
     kinds = model.layer_kinds()
     mamba_block, padded = max_model_len, None
     if any(kind in ("mamba", "full+mamba") for kind in kinds):
-        shapes, dtypes = _mamba_state(model, settings, spec_tokens, hf_config, max_model_len)
+        shapes, dtypes = mamba_state(model, settings, spec_tokens, hf_config, max_model_len)
         # Without attention (pure Mamba) vLLM aligns nothing: no attention backend asks it
         # to (Platform.update_block_size_for_backend), and the cache block stays the device's.
         if attention is not None:
-            mamba_page = _spec(
+            mamba_page = spec_of(
                 MambaSpec, shapes=shapes, dtypes=dtypes, block_size=1
             ).page_size_bytes
             per_token = attention.spec("mla" if mla else "full", 1, model).page_size_bytes
@@ -284,7 +169,7 @@ def derive_layout(
         # FlashInfer's GDN prefill keeps a checkpoint block, on the prefix-cache grid (the
         # Mamba block: vLLM's get_mamba_prefill_checkpoint_grid without a prefix_match_unit).
         checkpoint = device.checkpoint_alignment is not None
-        mamba = _spec(
+        mamba = spec_of(
             MambaSpec,
             shapes=shapes,
             dtypes=dtypes,
