@@ -2,16 +2,17 @@
 the player, which imported vLLM once, so that three shard jobs pay vLLM's import once, not
 three times (``play --here``; ``--fresh`` keeps a new interpreter per job).
 
-The player starts a :class:`ForkServer` after importing vLLM: a process forked from it,
-waiting on a Unix socket in a folder only this user may open. What ``--here`` writes for an
-env's ``python -m matrix run`` is this module's client, an interpreter that imports nothing of
-the matrix's: it hands the server its arguments, working directory, environment and standard
-streams, and exits with the job's exit code. The server forks the job from itself; the job
-takes the step's streams, folder and environment, drops every ``matrix`` module and puts its
-folder first on ``sys.path`` (as ``python -m`` does), so that the matrix is imported afresh
-from the job's checkout, and runs ``python -m matrix ARGS``; vLLM, torch and the other
-libraries stay imported. The job is a process group of its own: when the step ends first (its
-time limit kills it), the server kills the job's group. One job at a time, as the player plays.
+The player starts a :class:`ForkServer` after importing vLLM: a process forked from it, waiting
+on a Unix socket in a folder only this user may open. What ``--here`` writes for an env's
+``python -m matrix run`` is this module's client, an interpreter that imports nothing of the
+matrix's but this module and ``fork_job`` (the standard library's only): it hands the server its
+arguments, working directory, environment and standard streams, and exits with the job's exit
+code. The server forks the job from itself; the job (``fork_job``) takes the step's streams,
+folder and environment, drops every ``matrix`` module and puts its folder first on ``sys.path``
+(as ``python -m`` does), so that the matrix is imported afresh from the job's checkout, and runs
+``python -m matrix ARGS``; vLLM, torch and the other libraries stay imported. The job is a
+process group of its own: when the step ends first (its time limit kills it), the server kills
+the job's group. One job at a time, as the player plays.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import contextlib
 import io
 import json
 import os
-import runpy
 import select
 import shutil
 import signal
@@ -32,6 +32,8 @@ import traceback
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
+
+from matrix.ci.fork_job import run_job
 
 FORKED = "python -m matrix.ci.fork"  # what stands for `python -m matrix` in a forked job
 ADDRESS = "MATRIX_CI_FORK_SERVER"  # the variable naming the server's socket, in each step
@@ -140,7 +142,7 @@ def _serve_one(listener: socket.socket, connection: socket.socket) -> None:
     if pid == 0:
         connection.close()
         listener.close()
-        _job(request, streams)
+        run_job(request, streams)
     for stream in streams:
         os.close(stream)
     with contextlib.suppress(OSError):
@@ -223,55 +225,6 @@ def _exactly(connection: socket.socket, size: int) -> bytes:
             raise ValueError("the request ended early")
         data += chunk
     return data
-
-
-def _job(request: dict[str, Any], streams: list[int]) -> None:
-    """``python -m matrix ARGS`` as the step asked, in this fork; never returns."""
-    code = 1
-    try:
-        os.setpgid(0, 0)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for target, stream in enumerate(streams):
-            os.dup2(stream, target)
-            os.close(stream)
-        # The process's own streams, open until it ends: no context manager (SIM115).
-        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
-        sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        for name in [n for n in sys.modules if n == "matrix" or n.startswith("matrix.")]:
-            del sys.modules[name]
-        # A server in a pytest session (the suite's) has its assertion rewriter on the import
-        # path; the job is a program of its own, which imports as a fresh interpreter does.
-        from _pytest.assertion.rewrite import AssertionRewritingHook
-
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, AssertionRewritingHook)]
-        sys.path.insert(0, request["cwd"])
-        sys.argv = ["-m", *request["argv"]]
-        runpy.run_module("matrix", run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as ended:
-        code = _exit_code(ended.code)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        for text in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                text.flush()
-        os._exit(code)
-
-
-def _exit_code(code: object) -> int:
-    """``sys.exit``'s argument as the process's exit status (a message: printed, 1)."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
-    return 1
 
 
 def client(argv: list[str]) -> int:
