@@ -15,7 +15,8 @@ import pytest
 from matrix.__main__ import main
 from matrix.case.expansion import cells_from_file
 from matrix.report.info import run_info
-from matrix.report.merge import MergeError, cell_id, load_shard, merge_shards
+from matrix.report.merge import cell_id, merge_shards
+from matrix.report.shard_reports import MergeError, load_shard
 from matrix.runner.plan import PlanError, plan_run
 from tests.helpers import CASES, SUBSET, XDIST_VARIANTS, forked_main, needs_vllm
 

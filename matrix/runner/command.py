@@ -20,12 +20,8 @@ import pytest
 from matrix.case.shipped import shipped_cases
 from matrix.installed import installed_source, installed_vllm_version
 from matrix.report.files import REPORT_SUFFIXES, Shard, print_summary, write_report
-from matrix.report.merge import (
-    MergeError,
-    load_shard,
-    merge_shards,
-    report_stem,
-)
+from matrix.report.merge import merge_shards, report_stem
+from matrix.report.shard_reports import MergeError, load_shard
 from matrix.runner.forked import (
     counts,
     exit_code,
