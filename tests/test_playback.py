@@ -22,7 +22,8 @@ from matrix.adapters.protocol import (
 )
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
-from matrix.run.playback import SETTLE_STEPS, STUCK_AFTER, CellTimeout, Playback, play
+from matrix.run.play_events import play
+from matrix.run.playback import SETTLE_STEPS, STUCK_AFTER, CellTimeout, Playback
 
 CASE = CaseFile.model_validate(
     {

@@ -1,7 +1,7 @@
-"""One run of a case's events on one scheduler: steps with snapshots, load completions and
-failures delivered as the worker would, aborts, the block accounting after every step, the
-deadline on the cell's own CPU time, and the rule that decides a run can never change again
-("stuck")."""
+"""One run on one scheduler: steps with snapshots, load completions and failures delivered as
+the worker would, aborts, the block accounting after every step, the deadline on the cell's own
+CPU time, and the rule that decides a run can never change again ("stuck"). A case's events are
+played on it by ``play_events``."""
 
 from __future__ import annotations
 
@@ -21,17 +21,7 @@ from matrix.adapters.protocol import (
     SchedulerState,
     StepOutcome,
 )
-from matrix.case.events import (
-    AbortEvent,
-    CompleteLoadEvent,
-    Event,
-    FailLoadEvent,
-    RunBound,
-    RunEvent,
-    StateExpectation,
-    StateName,
-    StepEvent,
-)
+from matrix.case.events import RunBound, StateName
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
 from matrix.run.records import StepRecord, StopReason
@@ -265,39 +255,3 @@ def state_name(request: RequestState) -> StateName:
     if request.load_reported_done:
         return "loaded"
     return "loading" if request.status == LOADING else "waiting"
-
-
-def unmet_expectation(expect: StateExpectation, state: SchedulerState, step: int) -> str | None:
-    """What in ``state`` differs from a step's ``expect``, in words, or None."""
-    by_id = {r.request_id: r for r in state.requests}
-    for wanted, request_ids in expect.by_state().items():
-        for request_id in request_ids:
-            actual = state_name(by_id[request_id])
-            if actual != wanted:
-                return f"after step {step}: {request_id} is {actual}, expected {wanted}"
-    return None
-
-
-def play(playback: Playback, events: list[Event]) -> tuple[StopReason, str]:
-    """Plays the events; returns how the run stopped and the first unmet expectation, if any.
-
-    An unmet expectation does not stop the run: playing on shows whether the scheduler
-    then stalls, which matters more than the expectation."""
-    unmet = ""
-    for event in events:
-        if isinstance(event, CompleteLoadEvent):
-            playback.completions_requested |= set(event.complete_load)
-        elif isinstance(event, FailLoadEvent):
-            playback.failures_requested |= set(event.fail_load)
-        elif isinstance(event, AbortEvent):
-            playback.abort(event.abort)
-        elif isinstance(event, StepEvent):
-            for _ in range(event.step):
-                playback.step()
-            if event.expect is not None and not unmet:
-                step = len(playback.records)
-                unmet = unmet_expectation(event.expect, playback.state(), step) or ""
-    # The schema allows a run only as the last event; without one, the run still ends
-    # with a run, so every case is judged on whether its requests finish.
-    last = events[-1] if events else None
-    return playback.run(last.run if isinstance(last, RunEvent) else RunBound()), unmet

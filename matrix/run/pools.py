@@ -9,7 +9,8 @@ from matrix.adapters.protocol import SchedulerHandle, VersionAdapter
 from matrix.case.format import CaseFile
 from matrix.case.model import FitSweep
 from matrix.case.workload import StartableSweep
-from matrix.run.playback import CellTimeout, Playback, cell_clock, play
+from matrix.run.play_events import play
+from matrix.run.playback import CellTimeout, Playback, cell_clock
 from matrix.run.records import Fit, RunTrace
 from matrix.run.variants import VARIANTS, Variant
 

@@ -1,0 +1,55 @@
+"""A case's events played in order on a :class:`~matrix.run.playback.Playback`: loads asked to
+complete or fail, aborts, steps and their expectations, and the run that ends every case.
+"""
+
+from __future__ import annotations
+
+from matrix.adapters.protocol import SchedulerState
+from matrix.case.events import (
+    AbortEvent,
+    CompleteLoadEvent,
+    Event,
+    FailLoadEvent,
+    RunBound,
+    RunEvent,
+    StateExpectation,
+    StepEvent,
+)
+from matrix.run.playback import Playback, state_name
+from matrix.run.records import StopReason
+
+
+def unmet_expectation(expect: StateExpectation, state: SchedulerState, step: int) -> str | None:
+    """What in ``state`` differs from a step's ``expect``, in words, or None."""
+    by_id = {r.request_id: r for r in state.requests}
+    for wanted, request_ids in expect.by_state().items():
+        for request_id in request_ids:
+            actual = state_name(by_id[request_id])
+            if actual != wanted:
+                return f"after step {step}: {request_id} is {actual}, expected {wanted}"
+    return None
+
+
+def play(playback: Playback, events: list[Event]) -> tuple[StopReason, str]:
+    """Plays the events; returns how the run stopped and the first unmet expectation, if any.
+
+    An unmet expectation does not stop the run: playing on shows whether the scheduler
+    then stalls, which matters more than the expectation."""
+    unmet = ""
+    for event in events:
+        if isinstance(event, CompleteLoadEvent):
+            playback.completions_requested |= set(event.complete_load)
+        elif isinstance(event, FailLoadEvent):
+            playback.failures_requested |= set(event.fail_load)
+        elif isinstance(event, AbortEvent):
+            playback.abort(event.abort)
+        elif isinstance(event, StepEvent):
+            for _ in range(event.step):
+                playback.step()
+            if event.expect is not None and not unmet:
+                step = len(playback.records)
+                unmet = unmet_expectation(event.expect, playback.state(), step) or ""
+    # The schema allows a run only as the last event; without one, the run still ends
+    # with a run, so every case is judged on whether its requests finish.
+    last = events[-1] if events else None
+    return playback.run(last.run if isinstance(last, RunEvent) else RunBound()), unmet
