@@ -16,17 +16,18 @@ where a change goes); no module imports one from a role after its own:
 5. ``judge/``: how each run ended, a cell's verdict against its fit, how bad each failing
    pool is, the result record.
 6. ``report/``: tables and report files; across releases, the fidelity checks.
-7. ``plugin`` (the pytest hooks) and ``__main__`` (``python -m matrix``); beside them
-   ``explore/`` (Hypothesis searches scenarios no one wrote), ``tools/`` (bench, show-layout,
-   validate, envsize, devsource, bisect), ``ci/`` (``python -m matrix.ci.play``: the CI
-   templates' workflow played here), ``gpus`` (a GPU per xdist worker), ``live/`` (``python -m
-   matrix live``: the cells a real vLLM engine can run, on it, beside the harness),
-   ``upstream/`` (``python -m matrix upstream``: vLLM's own tests, a variant applied),
-   ``sweep/`` (``python -m matrix sweep``: every registry architecture's layout class against
-   the release's baseline, ``baselines`` below them all reading the committed ones) and,
-   over ``report/``'s reports and ``upstream/``'s archives, ``findings/`` (docs/findings.md's
-   findings as what goes to vLLM: ``python -m matrix finding``, an issue or a comment; the
-   patched trees of ``tox -e patched033`` and their comparison with ``proposed``).
+7. ``plugin`` (the pytest hooks, over ``run_split``: this process's part of a run) and
+   ``__main__`` (``python -m matrix``); beside them ``explore/`` (Hypothesis searches scenarios
+   no one wrote), ``tools/`` (bench, show-layout, validate, envsize, devsource, bisect), ``ci/``
+   (``python -m matrix.ci.play``: the CI templates' workflow played here), ``gpus`` (a GPU per
+   xdist worker), ``live/`` (``python -m matrix live``: the cells a real vLLM engine can run, on
+   it, beside the harness), ``upstream/`` (``python -m matrix upstream``: vLLM's own tests, a
+   variant applied), ``sweep/`` (``python -m matrix sweep``: every registry architecture's
+   layout class against the release's baseline, ``baselines`` below them all reading the
+   committed ones) and, over ``report/``'s reports and ``upstream/``'s archives, ``findings/``
+   (docs/findings.md's findings as what goes to vLLM: ``python -m matrix finding``, an issue or
+   a comment; the patched trees of ``tox -e patched033`` and their comparison with
+   ``proposed``).
 
 Importing this package, ``case``, ``judge``, ``report`` or ``plugin`` imports no vLLM.
 
