@@ -14,7 +14,7 @@ from matrix.case.expansion import CASE_SUFFIXES
 from matrix.case.limits import MAX_REPORT_BYTES
 from matrix.case.model_paths import is_model_file
 from matrix.case.reading import CaseFileError, read_json
-from matrix.case.shipped import shipped_cases
+from matrix.case.shipped import SUITES, shipped_cases
 from matrix.case.split import Part, RunFile, file_durations, files_of, run_files, selection_digest
 from matrix.gpus import pin_worker_gpu
 from matrix.installed import expected_stock
@@ -94,6 +94,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="draw this process's cells' pictures into the picture store at its end (python "
         "-m matrix run's forked workers, for the report their parent writes)",
+    )
+    group.addoption(
+        "--matrix-suite",
+        default="",
+        choices=SUITES,
+        help="the suite the cases are (python -m matrix connectors, sweep --cells): its shard "
+        "reports say so, and the merge names their report after it",
     )
     group.addoption(
         "--matrix-cases",
@@ -347,4 +354,5 @@ def _shard(config: pytest.Config) -> Shard | None:
     selected = config.stash.get(selected_key, None)
     if not split.parts or selected is None:
         return None
-    return Shard(split.parts[-1].group, split.parts[-1].splits, selected, split.digest)
+    suite = config.getoption("matrix_suite")
+    return Shard(split.parts[-1].group, split.parts[-1].splits, selected, split.digest, suite)
