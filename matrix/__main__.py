@@ -1,5 +1,5 @@
-"""Command line: ``python -m matrix COMMAND``: run, merge, validate, crossversion, schema, bench,
-show-layout, sweep, explore, live, upstream, bisect, finding."""
+"""Command line: ``python -m matrix COMMAND``: run, connectors, merge, validate, crossversion,
+schema, bench, show-layout, sweep, explore, live, upstream, bisect, finding."""
 
 from __future__ import annotations
 
@@ -102,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
         "run", help="run every case and print the tables (pytest args after --)"
     )
     run.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    connectors = commands.add_parser(
+        "connectors",
+        help="run every connector case (connector_cases/) as run does the shipped cases: "
+        "reports/connectors-vllm-<version>.* (pytest args after --)",
+    )
+    connectors.add_argument("pytest_args", nargs=argparse.REMAINDER)
     merge = commands.add_parser(
         "merge", help="merge shard reports (--splits/--group runs) into each release's report"
     )
@@ -177,6 +183,12 @@ def main(argv: list[str] | None = None) -> int:
         from matrix.runner.command import run_command
 
         return run_command([a for a in options.pytest_args if a != "--"])
+    if options.command == "connectors":
+        from matrix.case.shipped import CONNECTOR_CASES
+        from matrix.runner.command import run_command
+
+        pytest_args = [a for a in options.pytest_args if a != "--"]
+        return run_command(pytest_args, CONNECTOR_CASES, "connectors")
     if options.command == "merge":
         from matrix.report import merge as merge_module
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from matrix.case.expansion import CASE_SUFFIXES
-from matrix.case.shipped import shipped_cases
+from matrix.case.shipped import SUITES, shipped_cases
 from matrix.gpus import pin_worker_gpu
 from matrix.installed import expected_stock
 from matrix.items import (
@@ -90,6 +90,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="draw this process's cells' pictures into the picture store at its end (python "
         "-m matrix run's forked workers, for the report their parent writes)",
+    )
+    group.addoption(
+        "--matrix-suite",
+        default="",
+        choices=SUITES,
+        help="the suite the cases are (python -m matrix connectors, sweep --cells): its shard "
+        "reports say so, and the merge names their report after it",
     )
     group.addoption(
         "--matrix-cases",
@@ -272,4 +279,5 @@ def _shard(config: pytest.Config) -> Shard | None:
     selected = config.stash.get(selected_key, None)
     if not split.parts or selected is None:
         return None
-    return Shard(split.parts[-1].group, split.parts[-1].splits, selected, split.digest)
+    suite = config.getoption("matrix_suite")
+    return Shard(split.parts[-1].group, split.parts[-1].splits, selected, split.digest, suite)

@@ -85,9 +85,15 @@ def adapter() -> Any:
 def warm_vllm(adapter: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     """vLLM imported and cells of every shape run in this process. pytester's in-process runs
     drop the modules they imported when they end, and vLLM's registers torch operators, which
-    a second import would register twice: a run that imports nothing new is safe."""
+    a second import would register twice: a run that imports nothing new is safe. A picture is
+    drawn for the same reason (matplotlib's classes, kept by modules that outlive the run)."""
     from matrix.case.expansion import cells_from_file
+    from matrix.report.gallery import available
 
+    if available():  # matplotlib too: imported afresh after a run, its classes would be twice
+        from matrix.report.figures import svg
+
+        svg(lambda figure, cells, release: figure.add_subplot(), [], "warm")
     folder = tmp_path_factory.mktemp("warm")
     for name, text in WARM.items():
         (folder / f"{name}.yaml").write_text(text)

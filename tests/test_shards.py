@@ -157,6 +157,7 @@ def write_shard(
     digest: str = "code1",
     selection: str = "0123456789abcdef",
     name: str | None = None,
+    suite: str = "",
 ) -> Path:
     path = folder / (name or f"vllm-0.33.0.shard-{group}-of-{splits}.json")
     if selected is None:
@@ -172,6 +173,7 @@ def write_shard(
             "splits": splits,
             "selected": selected,
             "selection": selection,
+            "suite": suite,
         },
     }
     path.write_text(json.dumps(report))
@@ -234,6 +236,31 @@ def test_a_shard_without_its_run_s_selection_is_refused(tmp_path: Path) -> None:
     old.write_text(json.dumps(report))
     with pytest.raises(MergeError, match=r"shard.selection: None is not a selection digest"):
         load_shard(old)
+
+
+def test_each_suite_s_shards_merge_into_its_own_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connector cases' shards beside the shipped cases' of the same release are two runs,
+    each merged into its suite's report, not one run refused for two selections."""
+    monkeypatch.setenv("MATRIX_PICTURES", "off")  # the property is the reports' names
+    write_shard(tmp_path, 1, [cell("a")])
+    write_shard(tmp_path, 2, [cell("b")])
+    for group in (1, 2):
+        write_shard(
+            tmp_path,
+            group,
+            [cell(f"c{group}")],
+            selection="fedcba9876543210",
+            name=f"connectors-vllm-0.33.0.shard-{group}-of-2.json",
+            suite="connectors",
+        )
+    out = tmp_path / "out"
+    assert main(["merge", str(tmp_path), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.count("merged 2 shards, 2 cells") == 2
+    for stem, cases in (("vllm-0.33.0", {"a", "b"}), ("connectors-vllm-0.33.0", {"c1", "c2"})):
+        report = json.loads((out / f"{stem}.json").read_text())
+        assert {c["case"] for c in report["cells"]} == cases
 
 
 def test_a_folder_s_shards_are_known_by_their_field_and_the_rest_named(

@@ -13,6 +13,11 @@ ENGINE_CONFIGS = PACKAGE / "models"
 # their fixes as patches to vLLM (a folder per release, a patch per fix).
 FINDINGS = PACKAGE.parent / "docs" / "findings"
 PATCHES = FINDINGS / "patches"
+# In a clone: the connector axis's case files (python -m matrix connectors, docs/connectors.md).
+CONNECTOR_CASES = PACKAGE.parent / "connector_cases"
+# A suite: a folder of case files run as one (``run``, ``connectors``, ``sweep --cells``); its
+# name prefixes its reports' (``connectors-vllm-0.33.0.json``); the shipped cases' is "".
+SUITES = ("", "connectors", "sweep")
 
 
 def shipped_cases() -> Path:

@@ -39,6 +39,7 @@ class Shard:
     splits: int
     selected: tuple[str, ...]
     selection: str
+    suite: str = ""  # the case folder's suite (matrix.case.shipped.SUITES): its reports' prefix
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``shard`` field."""
@@ -47,6 +48,7 @@ class Shard:
             "splits": self.splits,
             "selected": list(self.selected),
             "selection": self.selection,
+            "suite": self.suite,
         }
 
 

@@ -24,14 +24,15 @@ def cell_id(cell: CellResult) -> str:
     return f"{cell.case}-{cell.variant}"
 
 
-def report_stem(version: str, dev: bool) -> str:
-    """The file name (without suffix) of a release's report, ``vllm-<version>[-dev]``."""
-    return f"vllm-{version}{'-dev' if dev else ''}"
+def report_stem(version: str, dev: bool, suite: str = "") -> str:
+    """The file name (without suffix) of a release's report of a suite,
+    ``[<suite>-]vllm-<version>[-dev]``."""
+    return f"{suite}{'-' if suite else ''}vllm-{version}{'-dev' if dev else ''}"
 
 
-def shard_stem(version: str, dev: bool, group: int, splits: int) -> str:
+def shard_stem(version: str, dev: bool, group: int, splits: int, suite: str = "") -> str:
     """The file name (without suffix) of a release's shard report."""
-    return f"{report_stem(version, dev)}.shard-{group}-of-{splits}"
+    return f"{report_stem(version, dev, suite)}.shard-{group}-of-{splits}"
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,13 @@ class Merged:
 
 
 def by_release(reports: Sequence[ShardReport]) -> dict[str, list[ShardReport]]:
-    """Shard reports grouped by the vLLM they ran on (a dev build apart from its release)."""
+    """Shard reports grouped by the suite and the vLLM they ran on (a dev build apart from its
+    release)."""
     groups: dict[str, list[ShardReport]] = {}
     for report in reports:
         # the version without release_label's words for a release the matrix does not know
         version = str(report.info.vllm_version).split(" ", 1)[0]
-        key = report_stem(version, report.info.source is not None)
+        key = report_stem(version, report.info.source is not None, report.shard.suite)
         groups.setdefault(key, []).append(report)
     return groups
 

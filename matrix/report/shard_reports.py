@@ -15,6 +15,7 @@ from typing import Any
 
 from matrix.case.expansion import TEST_ID
 from matrix.case.limits import MAX_SPLITS, MAX_WORKERS
+from matrix.case.shipped import SUITES
 from matrix.judge.result import CellResult
 from matrix.report.files import SHARD_FIELD, RunInfo, Shard
 from matrix.report.report_data import ReportError, read_report
@@ -78,7 +79,11 @@ def _shard(path: Path, shard: dict[str, Any]) -> Shard:
             raise MergeError(
                 f"{path}: shard.selected.{index}: {name!r:.60} is not a cell id (case-variant)"
             )
-    return Shard(group, splits, tuple(selected), selection)
+    suite = shard.get("suite", "")
+    if suite not in SUITES:
+        named = ", ".join(repr(s) for s in SUITES if s)
+        raise MergeError(f"{path}: shard.suite: {suite!r:.40} is not a suite ({named} or none)")
+    return Shard(group, splits, tuple(selected), selection, suite)
 
 
 def _whole(path: Path, key: str, value: Any) -> int:

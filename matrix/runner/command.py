@@ -37,9 +37,9 @@ from matrix.runner.plan import DURATIONS, PlanError, RunPlan, plan_run
 REPORTS = Path("reports")
 
 
-def run_command(pytest_args: Sequence[str], cases: Path | None = None, prefix: str = "") -> int:
-    """Runs the plan the arguments make over ``cases`` (the shipped ones unless given; the
-    reports' names start with ``prefix``); pytest's exit code (4 for arguments it cannot
+def run_command(pytest_args: Sequence[str], cases: Path | None = None, suite: str = "") -> int:
+    """Runs the plan the arguments make over ``cases`` (the shipped ones unless given, the
+    ``suite`` its reports are named after); pytest's exit code (4 for arguments it cannot
     run)."""
     version = installed_vllm_version()
     if version is None:
@@ -51,10 +51,12 @@ def run_command(pytest_args: Sequence[str], cases: Path | None = None, prefix: s
         print(f"matrix run: {error}", file=sys.stderr)
         return int(pytest.ExitCode.USAGE_ERROR)
     dev = installed_source() is not None
-    outputs = _outputs(plan, prefix + report_stem(version, dev))
+    outputs = _outputs(plan, report_stem(version, dev, suite))
     # vLLM's import brings pytest plugins (anyio's) before pytest starts: nothing to rewrite.
     quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
-    common = [str(cases or shipped_cases()), "-q", *quiet, *_durations(plan)]
+    folder = cases or shipped_cases()
+    named = [f"--matrix-suite={suite}"] if suite else []
+    common = [str(folder), "-q", *quiet, *named, *_durations(plan, folder)]
     if plan.xdist:  # xdist's workers import vLLM each, after their GPU is pinned
         return int(pytest.main([*common, *_shard_args(plan, outputs), *plan.pytest_args]))
     # Outside every cell: no cell's time carries it, and with workers it is paid once.
@@ -92,10 +94,11 @@ def _outputs(plan: RunPlan, name: str) -> list[Path]:
     return written + [p for p in plan.reports if p not in written]
 
 
-def _durations(plan: RunPlan) -> list[str]:
-    """pytest-split's recorded durations (the shipped ones unless the arguments name some)."""
+def _durations(plan: RunPlan, cases: Path) -> list[str]:
+    """pytest-split's recorded durations: the cases folder's, unless the arguments name some."""
     named = any(a.startswith("--durations-path") for a in plan.pytest_args)
-    return [] if named or not DURATIONS.is_file() else [f"--durations-path={DURATIONS}"]
+    recorded = cases / DURATIONS
+    return [] if named or not recorded.is_file() else [f"--durations-path={recorded}"]
 
 
 def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
@@ -130,7 +133,7 @@ def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
             return code or int(pytest.ExitCode.INTERNAL_ERROR)
         selected = tuple(c for r in reports for c in r.shard.selected)
         shard = (
-            Shard(plan.shard[0], plan.shard[1], selected, reports[0].shard.selection)
+            Shard(*plan.shard, selected, reports[0].shard.selection, reports[0].shard.suite)
             if plan.shard
             else None
         )

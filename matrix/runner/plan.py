@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from matrix.case.limits import MAX_SPLITS, MAX_WORKERS
-from matrix.case.shipped import shipped_cases
 
 MAX_DEFAULT_WORKERS = 4
-# Recorded cell durations pytest-split balances shards by (``--store-durations`` writes them);
-# cells it has no figure for count as the average.
-DURATIONS = shipped_cases() / "durations.json"
+# Recorded cell durations pytest-split balances shards by, in each cases folder
+# (``--store-durations`` writes them); cells it has no figure for count as the average.
+DURATIONS = "durations.json"
 
 
 class PlanError(Exception):

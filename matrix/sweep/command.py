@@ -134,7 +134,7 @@ def main(options: argparse.Namespace) -> int:
         from matrix.runner.command import run_command
         from matrix.sweep.cells import CELLS
 
-        return run_command([a for a in options.pytest_args if a != "--"], CELLS, "sweep-")
+        return run_command([a for a in options.pytest_args if a != "--"], CELLS, "sweep")
     if options.write_cells:
         from matrix.sweep.cells import write_cells
 
