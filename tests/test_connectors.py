@@ -12,6 +12,7 @@ from matrix.case.expansion import cells_from_file
 from matrix.case.reading import CaseFileError
 from matrix.judge.result import CellResult
 from matrix.report.connectors import connectors_table
+from matrix.run.fit import measure_fit
 from matrix.run.pools import run_pool
 from tests.helpers import REPO, WriteCase, needs_vllm
 
@@ -146,6 +147,29 @@ def test_each_connector_loads_what_it_matches(
 ) -> None:
     case = cells_from_file(write_case(PROBE.replace("nixl", connector)))[0].case.definition
     assert _first_load(adapter, case) == HITS[connector]
+
+
+# docs/connectors.md's "The probe's fits": per connector, the smallest pool in which B finishes
+# (stock) and the harness's fit (B's peak use alone); MooncakeStore's save jobs hold two more.
+FINISHES_FROM = {c: 12 if c == "offloading" else 11 for c in HITS}
+FITS = {**FINISHES_FROM, "mooncake_store": 13}
+
+
+@needs_vllm
+@pytest.mark.parametrize(
+    "connector",
+    [pytest.param(c, marks=_needs("uvicorn")) if c == "mooncake" else c for c in sorted(HITS)],
+)
+def test_each_connector_has_the_probe_s_fit_and_smallest_finishing_pool(
+    adapter: Any, write_case: WriteCase, connector: str
+) -> None:
+    case = cells_from_file(write_case(PROBE.replace("nixl", connector)))[0].case.definition
+    smallest = FINISHES_FROM[connector]
+    stopped = {
+        pool: run_pool(adapter, case, "stock", pool).stopped for pool in (smallest - 1, smallest)
+    }
+    assert stopped[smallest] == "finished" and stopped[smallest - 1] != "finished"
+    assert measure_fit(adapter, case).blocks == FITS[connector]
 
 
 @needs_vllm
