@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from matrix.case.shipped import shipped_cases
+from matrix.case.shipped import SUITES, shipped_cases
 from matrix.variant_names import VARIANT_NAMES
 
 DEFAULT_CASES = shipped_cases()
@@ -129,6 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     cross.add_argument("reports", nargs="*", type=Path, default=[REPORTS])
     cross.add_argument("--out", type=Path, default=REPORTS, help="where to write the report")
+    cross.add_argument(
+        "--suite",
+        choices=[s for s in SUITES if s],
+        default="",
+        help="another suite's reports (connectors-vllm-*.json): <suite>-cross-version.*",
+    )
     bench = commands.add_parser("bench", help="print speed figures")
     bench.add_argument("--cases", type=Path, default=DEFAULT_CASES)
     bench.add_argument(
@@ -200,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "crossversion":
         from matrix.report import crossversion
 
-        return crossversion.main(options.reports, options.out)
+        return crossversion.main(options.reports, options.out, options.suite)
     if options.command == "schema":
         from matrix.case.format import CaseFile
 

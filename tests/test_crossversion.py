@@ -157,6 +157,37 @@ def test_a_case_that_changed_between_reports_is_not_compared(reports: Path) -> N
     assert (result.status, result.compared, result.changed) == ("equal", 1, ("single",))
 
 
+def test_a_case_swept_over_other_pools_is_named_not_compared(
+    reports: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A release whose lookup loads more admits from a larger pool: its cells ran other pools,
+    a change outside the variant (the fit and the smallest admitting pool are the stock's)."""
+    moved = {**cell("single", "original", "stall", (7,)), "swept": [7, 12]}
+    write(reports, "0.33.0", [cell("multi", "original", "stall", (10,)), moved])
+    result = check_fidelity(ORIGINAL_ON_033, load_reports([reports]))
+    assert (result.status, result.compared, result.resized) == ("equal", 1, ("single",))
+    assert main([reports], reports / "out") == 0
+    printed = capsys.readouterr().out
+    assert "1 case (1 swept over other pools not compared)" in printed
+    assert "swept over other pools, not compared: single" in printed
+
+
+def test_a_suite_s_reports_make_their_own_cross_version_report(
+    reports: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for release in ("0.31.0", "0.33.0"):
+        named = reports / f"vllm-{release}.json"
+        named.rename(reports / f"connectors-{named.name}")
+    out = reports / "out"
+    assert main([reports], out) == 2  # the shipped cases' reports: none in the folder
+    assert "no vllm-*.json reports in" in capsys.readouterr().out
+    assert main([reports], out, "connectors") == 0
+    assert (
+        "| original patched into 0.33 == stock 0.31 | equal | 2 cases |"
+        in (out / "connectors-cross-version.md").read_text()
+    )
+
+
 def test_skipped_cells_are_not_compared(reports: Path) -> None:
     skipped = {**cell("single", "original"), "observed": "skip", "kind": "skipped"}
     write(reports, "0.33.0", [cell("multi", "original", "stall", (10,)), skipped])

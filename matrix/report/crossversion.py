@@ -22,6 +22,7 @@ from matrix.report.fidelity import (
     dev_checks,
 )
 from matrix.report.fitting import fit_prose, fit_table, terminal_width
+from matrix.report.merge import report_stem
 from matrix.report.release_reports import ReleaseReport, ReportError, load_reports
 from matrix.report.tables import (
     Table,
@@ -70,9 +71,11 @@ def summary_by_release(reports: dict[str, ReleaseReport]) -> Table:
 def _compared(result: FidelityResult) -> str:
     if result.status == "not_run":
         return result.reason
-    changed = f" ({len(result.changed)} changed cases not compared)" if result.changed else ""
+    left = [f"{len(result.changed)} changed cases"] if result.changed else []
+    left += [f"{len(result.resized)} swept over other pools"] if result.resized else []
+    shown = f" ({' and '.join(left)} not compared)" if left else ""
     plural = "" if result.compared == 1 else "s"
-    return f"{result.compared} case{plural}{changed}"
+    return f"{result.compared} case{plural}{shown}"
 
 
 def _status(result: FidelityResult) -> str:
@@ -109,6 +112,10 @@ def markdown(reports: dict[str, ReleaseReport], results: Sequence[FidelityResult
     if differing:
         parts += ["", "### Differences", ""]
         parts += [f"- {r.check}: {d}" for r in differing for d in r.differences]
+    resized = [r for r in results if r.resized]
+    if resized:
+        parts += ["", "### Swept over other pools (not compared)", ""]
+        parts += [f"- {r.check}: {', '.join(r.resized)}" for r in resized]
     return "\n".join(parts) + "\n"
 
 
@@ -137,16 +144,18 @@ def json_document(
     }
 
 
-def main(paths: Sequence[Path], out: Path) -> int:
-    """Print and write the cross-version report; 1 when a fidelity check differs, when none
-    across two releases ran, or when a release skipped every cell."""
+def main(paths: Sequence[Path], out: Path, suite: str = "") -> int:
+    """Print and write the cross-version report of a suite's release reports (the shipped
+    cases' unless ``suite`` names another); 1 when a fidelity check differs, when none across
+    two releases ran, or when a release skipped every cell."""
     try:
-        reports = load_reports(paths)
+        reports = load_reports(paths, f"{report_stem('*', False, suite)}.json")
     except ReportError as error:
         print(f"matrix crossversion: {error}")
         return 2
     if not reports:
-        print(f"matrix crossversion: no vllm-*.json reports in {', '.join(map(str, paths))}")
+        named = f"{report_stem('*', False, suite)}.json"
+        print(f"matrix crossversion: no {named} reports in {', '.join(map(str, paths))}")
         return 2
     checks = (*FIDELITY_CHECKS, *dev_checks(reports))
     results = [check_fidelity(check, reports) for check in checks]
@@ -159,15 +168,19 @@ def main(paths: Sequence[Path], out: Path) -> int:
         print("\n".join(fit_prose(_fidelity_line(result), width)))
         for difference in result.differences:
             print("\n".join(fit_prose(difference, width, indent="    ")))
+        if result.resized:
+            swept = f"swept over other pools, not compared: {', '.join(result.resized)}"
+            print("\n".join(fit_prose(swept, width, indent="    ")))
+    stem = f"{suite}-cross-version" if suite else "cross-version"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "cross-version.md").write_text(markdown(reports, results), encoding="utf-8")
+        (out / f"{stem}.md").write_text(markdown(reports, results), encoding="utf-8")
         document = json.dumps(json_document(reports, results), indent=2) + "\n"
-        (out / "cross-version.json").write_text(document, encoding="utf-8")
+        (out / f"{stem}.json").write_text(document, encoding="utf-8")
     except OSError as error:  # --out naming a file, a folder it may not write
         print(f"matrix crossversion: cannot write the report to --out {out}: {error}")
         return 2
-    print(f"\ncross-version report written to {out / 'cross-version.md'} and .json")
+    print(f"\ncross-version report written to {out / f'{stem}.md'} and .json")
     problems = [
         f"every cell of vLLM {r.version} skipped: {r.skipped}"
         for r in reports.values()

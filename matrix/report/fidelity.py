@@ -82,6 +82,10 @@ class FidelityResult:
     reason: str = ""  # why it did not run
     # Cases not compared: their case files, or the layouts derived for them, differ.
     changed: tuple[str, ...] = ()
+    # Nor those swept over other pools: the smallest pool that admits anything (what the
+    # connector's lookup loads) or the fit differs on the two releases, a change outside the
+    # variant (both are measured under the release's own stock).
+    resized: tuple[str, ...] = ()
 
 
 def _shown(value: object) -> object:
@@ -123,10 +127,15 @@ def check_fidelity(
         if "skip" not in (patched[case].observed, stock[case].observed)
     )
     changed = tuple(c for c in ran if patched[c].case_digest != stock[c].case_digest)
-    both = [c for c in ran if c not in changed]
+    resized = tuple(
+        c
+        for c in ran
+        if c not in changed and not check.informational and patched[c].swept != stock[c].swept
+    )
+    both = [c for c in ran if c not in changed and c not in resized]
     if not both:
         return FidelityResult(check, "not_run", 0, reason="no case ran in both reports")
     found = [_difference(case, patched[case], stock[case], compared) for case in both]
     differences = tuple(d for d in found if d)
     status: Literal["equal", "differs"] = "differs" if differences else "equal"
-    return FidelityResult(check, status, len(both), differences, changed=changed)
+    return FidelityResult(check, status, len(both), differences, changed=changed, resized=resized)

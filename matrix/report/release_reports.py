@@ -47,9 +47,10 @@ class ReleaseReport:
         return {c.case: c for c in self.cells if c.variant == variant}
 
 
-def load_reports(paths: Sequence[Path]) -> dict[str, ReleaseReport]:
-    """Reports keyed by release, oldest first; directories contribute their vllm-*.json."""
-    files = [f for p in paths for f in (sorted(p.glob("vllm-*.json")) if p.is_dir() else [p])]
+def load_reports(paths: Sequence[Path], pattern: str = "vllm-*.json") -> dict[str, ReleaseReport]:
+    """Reports keyed by release, oldest first; directories contribute their files that match
+    ``pattern`` (a suite's release reports)."""
+    files = [f for p in paths for f in (sorted(p.glob(pattern)) if p.is_dir() else [p])]
     reports: dict[str, ReleaseReport] = {}
     for path in files:
         read = read_report(path)  # every field checked, or ReportError naming it
