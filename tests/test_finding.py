@@ -43,19 +43,20 @@ def body(number: str, reports: list[ReleaseReport] | None = None) -> str:
 
 def test_every_finding_has_what_a_maintainer_reads() -> None:
     findings = {f.number: f for f in read_findings(TEXT)}
-    assert list(findings) == [1, 2, 3, 4]
+    assert list(findings) == [1, 2, 3, 4, 6]
     for finding in findings.values():
         for label in ("Summary", "Observed", "Expected", "Where", "Reach in a deployment"):
             assert finding.paragraph(label), (finding.number, label)
         for label in ("Threads", "Fix", "Cost", "In the matrix"):
             assert finding.paragraph(label), (finding.number, label)
     assert findings[1].thread == "https://github.com/vllm-project/vllm/pull/46892"
-    assert [findings[n].thread for n in (2, 3, 4)] == [None, None, None]
+    assert [findings[n].thread for n in (2, 3, 4, 6)] == [None, None, None, None]
     assert [f.severity for f in findings.values()] == [
         "unpromotable",
         None,
         "over_reservation",
         "error",
+        "unpromotable",
     ]
 
 
@@ -66,7 +67,17 @@ def test_a_finding_is_named_by_its_case_file_or_its_number() -> None:
         find(TEXT, "nine")
 
 
-@pytest.mark.parametrize("number", ["1", "2", "3", "4"])
+def test_the_table_of_the_patches_names_each_finding_s_patch() -> None:
+    """Finding 6's patch is the fifth (finding 5 has none): the doc's table names it."""
+    assert find(TEXT, "partial_load_margin").number == 6
+    assert find(TEXT, "6").patch == "5-partial-load-admission"
+    assert find(TEXT, "3").patch == "3-async-load-admission"
+    found = finding_patch(find(TEXT, "6"), "0.33.0")
+    assert found is not None and found.path.name == "5-partial-load-admission.patch"
+    assert found.test_name == "test_async_load_is_admitted_only_if_it_can_be_promoted"
+
+
+@pytest.mark.parametrize("number", ["1", "2", "3", "4", "6"])
 def test_each_body_is_short_in_vllm_s_words_with_the_test_first(number: str) -> None:
     text = body(number)
     lines = text.splitlines()
@@ -82,7 +93,8 @@ def test_each_body_is_short_in_vllm_s_words_with_the_test_first(number: str) -> 
     assert not re.search(r":\d+ / :\d+", text)
     assert "diff --git" not in text and "\n@@ " not in text
     for version in ("0.31.0", "0.32.0", "0.33.0"):
-        assert re.search(rf"`vllm-{version}/{number}-[a-z-]+\.patch` \(attached\)", text)
+        patch = find(TEXT, number).patch
+        assert re.search(rf"`vllm-{version}/{patch}\.patch` \(attached\)", text)
 
 
 def test_finding_1_is_a_comment_on_46892_and_the_others_are_issues() -> None:
@@ -90,7 +102,7 @@ def test_finding_1_is_a_comment_on_46892_and_the_others_are_issues() -> None:
     assert comment.startswith("<!-- A comment for https://github.com/vllm-project/vllm/pull/46892")
     assert "# [Bug]" not in comment and "Before submitting" not in comment
     assert "EngineCore" in comment  # the live hang belongs in it
-    for number in ("2", "3", "4"):
+    for number in ("2", "3", "4", "6"):
         issue = body(number)
         assert issue.startswith("# [Bug]: ")
         assert "### Your current environment" in issue and "### 🐛 Describe the bug" in issue

@@ -83,7 +83,7 @@ def test_a_patch_that_does_not_apply_changes_nothing(archive_tree: Path, tmp_pat
 def test_every_patched_release_has_a_patch_per_fix_each_with_its_vllm_test() -> None:
     for version in ("0.31.0", "0.32.0", "0.33.0"):
         patches = release_patches(version)
-        assert [p.name.split("-", 1)[0] for p in patches] == ["1", "2", "3", "4"], version
+        assert [p.name.split("-", 1)[0] for p in patches] == ["1", "2", "3", "4", "5"], version
         for patch in patches:
             text = patch.read_text()
             tested = re.search(r"^Test: (tests/v1/\S+\.py)$", text, re.M)
@@ -144,7 +144,7 @@ def test_a_scheduler_carrying_the_patch_is_driven_by_the_patch_s_adapter(
 ) -> None:
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    from matrix.adapters.patched import REMAINING, Patched, PatchedHandle
+    from matrix.adapters.patched import PROMOTION, REMAINING, Patched, PatchedHandle
     from matrix.adapters.selection import select_adapter
 
     assert not isinstance(select_adapter(), Patched)
@@ -161,12 +161,13 @@ def test_a_scheduler_carrying_the_patch_is_driven_by_the_patch_s_adapter(
     monkeypatch.setattr(Scheduler, REMAINING, remaining)
     adapter = select_adapter()
     assert isinstance(adapter, Patched)
-    scheduler = type("S", (), {REMAINING: remaining})()
+    scheduler = type("S", (), {REMAINING: remaining, PROMOTION: lambda *_: 5})()
     handle = PatchedHandle.adopt(scheduler)
     assert handle.stock_margin() == 0
     handle.drop_stock_margin()  # a variant's margin replaces the admitting request's count
     assert getattr(handle.scheduler, REMAINING)("request", None, 0, 16) == 0
     assert getattr(handle.scheduler, REMAINING)("request") == 3  # a load in flight
+    assert getattr(handle.scheduler, PROMOTION)("request", None, 0, 16) == 0  # finding 6's
 
 
 def test_stock_is_held_to_the_variant_matrix_stock_as_names(

@@ -6,7 +6,9 @@ be promoted, counted by ``Scheduler._request_remaining_blocks`` from the admissi
 rule the in-flight loads' reservation follows, on 0.31 too), fits beside the in-flight loads'
 reservation; the flat margin (``_spec_decode_step_blocks``) is gone. Whatever its version, this
 adapter drives it (``selection``): a variant replaces the admitting request's count as it
-replaces a release's margin.
+replaces a release's margin. Finding 6's patch (``5-partial-load-admission.patch``) checks the
+same count before the admission (``Scheduler._async_load_promotion_blocks``); a variant drops
+that check too.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from matrix.adapters.requirements import SHARED_REQUIREMENTS, Requirement
 from matrix.adapters.v0_31 import PREFILL_END, Vllm031, Vllm031Handle
 
 REMAINING = "_request_remaining_blocks"
+# Finding 6's patch: the admitting load's count, checked beside the in-flight reservation.
+PROMOTION = "_async_load_promotion_blocks"
 # The patch's parameter: the admission passes the load's tokens (and its local hit).
 ADMISSION_HIT = "num_external_computed_tokens"
 
@@ -49,6 +53,9 @@ class PatchedHandle(Vllm031Handle):
             return 0 if hit or named else int(counted(request))
 
         setattr(self.scheduler, REMAINING, remaining)
+        if hasattr(self.scheduler, PROMOTION):
+            # 0 leaves its check to allocate_slots' own (free - reserved), which it implies.
+            setattr(self.scheduler, PROMOTION, lambda *_args, **_named: 0)
 
 
 class Patched(Vllm031):

@@ -6,9 +6,11 @@ A section is ``## N. Title``; it links its case file (``findings/NAME.yaml``, wh
 finding on the command line), and its paragraphs open with a bold label (``**Observed.**``,
 ``**Where.**``): a paragraph runs to the next bold label, lists and code included. The labels
 a maintainer reads are in vLLM's words; ``**In the matrix.**`` is this project's own account.
-A patch (``docs/findings/patches/vllm-X/N-name.patch``, N the finding's number) opens with its
-description, whose ``Test: tests/v1/...py`` line and ``(test_name...)`` after it name the test
-it adds to vLLM's tree.
+A section under another (``### N. Title``) is a finding too. A patch
+(``docs/findings/patches/vllm-X/N-name.patch``) opens with its description, whose ``Test:
+tests/v1/...py`` line and ``(test_name...)`` after it name the test it adds to vLLM's tree; the
+doc's table of the patches names each one's finding (``| `N-name.patch` | finding |``), and a
+finding the table does not name has the patch of its own number, if any.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from matrix.case.shipped import PACKAGE, PATCHES
 REPO = PACKAGE.parent
 DOC = REPO / "docs" / "findings.md"
 
-_SECTION = re.compile(r"^## (\d+)\. (.+)$", re.M)
+_SECTION = re.compile(r"^###? (\d+)\. (.+)$", re.M)
 _LABEL = re.compile(r"^\*\*([^*]+?)\.?\*\*")
 _CASE = re.compile(r"\(findings/([a-z0-9_]+)\.yaml\)")
 _YAML = re.compile(r"```yaml\n(.*?)```", re.S)
@@ -30,6 +32,8 @@ _URL = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/(?:pull|issues)/\d+")
 _SEVERITY = re.compile(r"^`([a-z_]+)`")
 _TEST = re.compile(r"^Test: (tests/\S+\.py)\n\((test_\w+)", re.M)
 _FILE = re.compile(r"^diff --git a/(\S+) ", re.M)
+# A row of the table of the patches: | `5-name.patch` | 6 | ...
+_PATCH_ROW = re.compile(r"^\| `(\d+-[a-z0-9-]+)\.patch` \| (\d+) \|", re.M)
 
 
 class FindingError(Exception):
@@ -45,6 +49,7 @@ class Finding:
     name: str  # its case file's stem under docs/findings/
     case_yaml: str  # the case file as the section quotes it
     paragraphs: dict[str, str] = field(default_factory=dict)  # bold label -> text
+    patch: str | None = None  # its patch's name without ``.patch`` (the doc's table), if named
 
     def paragraph(self, *labels: str) -> str:
         """The first of ``labels`` the section has (its text without the label), or ""."""
@@ -100,6 +105,7 @@ def _paragraphs(body: str) -> dict[str, str]:
 def read_findings(text: str) -> list[Finding]:
     """Every numbered section of the doc that links a case file."""
     starts = list(_SECTION.finditer(text))
+    patches = {int(number): stem for stem, number in _PATCH_ROW.findall(text)}
     findings = []
     for index, start in enumerate(starts):
         end = starts[index + 1].start() if index + 1 < len(starts) else len(text)
@@ -115,6 +121,7 @@ def read_findings(text: str) -> list[Finding]:
                 name=case.group(1),
                 case_yaml=quoted.group(1),
                 paragraphs=_paragraphs(body),
+                patch=patches.get(int(start.group(1))),
             )
         )
     return findings
@@ -157,6 +164,8 @@ def read_patch(path: Path, version: str) -> Patch:
 
 
 def finding_patch(finding: Finding, version: str, root: Path = PATCHES) -> Patch | None:
-    """The finding's patch for ``version`` (``N-*.patch``), or None."""
-    found = sorted((root / f"vllm-{version}").glob(f"{finding.number}-*.patch"))
+    """The finding's patch for ``version`` (the one the doc's table names, else
+    ``N-*.patch``), or None."""
+    name = f"{finding.patch}.patch" if finding.patch else f"{finding.number}-*.patch"
+    found = sorted((root / f"vllm-{version}").glob(name))
     return read_patch(found[0], version) if found else None
