@@ -183,7 +183,7 @@ def overhead(adapter: Any, cell: Cell, repeats: int = REPEATS) -> Overhead:
     return Overhead(min(direct), min(cold), min(warm), repeats)
 
 
-def guarded_overhead(adapter: Any, cell: Cell, limit: float, rounds: int = 3) -> Overhead:
+def guarded_overhead(adapter: Any, cell: Cell, limit: float, rounds: int = 5) -> Overhead:
     """:func:`overhead`, measured again (up to ``rounds`` times in all) while it is above
     ``limit``: a busy machine can inflate one round, a slower harness inflates every one."""
     measured = overhead(adapter, cell)
