@@ -16,7 +16,7 @@ where a change goes); no module imports one from a role after its own:
 5. ``judge/``: how each run ended, a cell's verdict against its fit, how bad each failing
    pool is, the result record.
 6. ``report/``: tables and report files; across releases, the fidelity checks.
-7. ``plugin`` (the pytest hooks, over ``run_split``: this process's part of a run) and
+7. ``plugin`` (the pytest hooks, over ``runner.process_share``: this process's part of a run) and
    ``__main__`` (``python -m matrix``); beside them ``explore/`` (Hypothesis searches scenarios
    no one wrote), ``tools/`` (bench, show-layout, validate, envsize, devsource, bisect), ``ci/``
    (``python -m matrix.ci.play``: the CI templates' workflow played here), ``gpus`` (a GPU per

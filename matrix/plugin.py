@@ -36,7 +36,7 @@ from matrix.report.files import (
 from matrix.report.gallery import PictureChoice, available, full_gallery
 from matrix.report.tables import sort_cells
 from matrix.run.user_variants import VariantLoadError, run_variants
-from matrix.run_split import RunSplit, is_case_file, named_paths, run_split
+from matrix.runner.process_share import RunSplit, is_case_file, named_paths, run_split
 
 cells_key = pytest.StashKey[list[CellResult]]()
 # The cells this part of the run selected (after -k and -m), from its own files.

@@ -131,22 +131,27 @@ def _first_load(adapter: Any, case: Any) -> int:
     return loading[0].num_computed_tokens
 
 
+def _probe(write_case: WriteCase, connector: str) -> Any:
+    """The probe's case under ``connector``."""
+    return cells_from_file(write_case(PROBE.replace("nixl", connector)))[0].case.definition
+
+
 def _needs(module: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(
         importlib.util.find_spec(module) is None, reason=f"'{module}' is not installed"
     )
 
 
+# The connectors the probe runs under (MooncakeConnector needs uvicorn).
+PROBED = [pytest.param(c, marks=_needs("uvicorn")) if c == "mooncake" else c for c in sorted(HITS)]
+
+
 @needs_vllm
-@pytest.mark.parametrize(
-    "connector",
-    [pytest.param(c, marks=_needs("uvicorn")) if c == "mooncake" else c for c in sorted(HITS)],
-)
+@pytest.mark.parametrize("connector", PROBED)
 def test_each_connector_loads_what_it_matches(
     adapter: Any, write_case: WriteCase, connector: str
 ) -> None:
-    case = cells_from_file(write_case(PROBE.replace("nixl", connector)))[0].case.definition
-    assert _first_load(adapter, case) == HITS[connector]
+    assert _first_load(adapter, _probe(write_case, connector)) == HITS[connector]
 
 
 # docs/connectors.md's "The probe's fits": per connector, the smallest pool in which B finishes
@@ -156,14 +161,11 @@ FITS = {**FINISHES_FROM, "mooncake_store": 13}
 
 
 @needs_vllm
-@pytest.mark.parametrize(
-    "connector",
-    [pytest.param(c, marks=_needs("uvicorn")) if c == "mooncake" else c for c in sorted(HITS)],
-)
+@pytest.mark.parametrize("connector", PROBED)
 def test_each_connector_has_the_probe_s_fit_and_smallest_finishing_pool(
     adapter: Any, write_case: WriteCase, connector: str
 ) -> None:
-    case = cells_from_file(write_case(PROBE.replace("nixl", connector)))[0].case.definition
+    case = _probe(write_case, connector)
     smallest = FINISHES_FROM[connector]
     stopped = {
         pool: run_pool(adapter, case, "stock", pool).stopped for pool in (smallest - 1, smallest)
