@@ -22,7 +22,7 @@ from matrix.report.fidelity import (
     dev_checks,
 )
 from matrix.report.fitting import fit_prose, fit_table, terminal_width
-from matrix.report.merge import report_stem
+from matrix.report.merge import of_suite, report_stem
 from matrix.report.release_reports import ReleaseReport, ReportError, load_reports
 from matrix.report.tables import (
     Table,
@@ -148,13 +148,13 @@ def main(paths: Sequence[Path], out: Path, suite: str = "") -> int:
     """Print and write the cross-version report of a suite's release reports (the shipped
     cases' unless ``suite`` names another); 1 when a fidelity check differs, when none across
     two releases ran, or when a release skipped every cell."""
+    named = f"{report_stem('*', False, suite)}.json"
     try:
-        reports = load_reports(paths, f"{report_stem('*', False, suite)}.json")
+        reports = load_reports(paths, named)
     except ReportError as error:
         print(f"matrix crossversion: {error}")
         return 2
     if not reports:
-        named = f"{report_stem('*', False, suite)}.json"
         print(f"matrix crossversion: no {named} reports in {', '.join(map(str, paths))}")
         return 2
     checks = (*FIDELITY_CHECKS, *dev_checks(reports))
@@ -171,7 +171,7 @@ def main(paths: Sequence[Path], out: Path, suite: str = "") -> int:
         if result.resized:
             swept = f"swept over other pools, not compared: {', '.join(result.resized)}"
             print("\n".join(fit_prose(swept, width, indent="    ")))
-    stem = f"{suite}-cross-version" if suite else "cross-version"
+    stem = of_suite(suite, "cross-version")
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{stem}.md").write_text(markdown(reports, results), encoding="utf-8")

@@ -24,10 +24,15 @@ def cell_id(cell: CellResult) -> str:
     return f"{cell.case}-{cell.variant}"
 
 
+def of_suite(suite: str, name: str) -> str:
+    """A report's file name for ``suite``'s (``connectors-<name>``; the shipped cases' bare)."""
+    return f"{suite}-{name}" if suite else name
+
+
 def report_stem(version: str, dev: bool, suite: str = "") -> str:
     """The file name (without suffix) of a release's report of a suite,
     ``[<suite>-]vllm-<version>[-dev]``."""
-    return f"{suite}{'-' if suite else ''}vllm-{version}{'-dev' if dev else ''}"
+    return of_suite(suite, f"vllm-{version}{'-dev' if dev else ''}")
 
 
 def shard_stem(version: str, dev: bool, group: int, splits: int, suite: str = "") -> str:
