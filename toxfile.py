@@ -5,15 +5,22 @@ tox installs through uv (tox-uv), and uv reads no pip configuration. The pinned 
 (find-links, an extra index, in ``PIP_*`` variables or a pip.conf) must serve it to uv too.
 Each env gets the matching ``UV_*`` variables unless the user set them, so ``UV_*`` always wins.
 Without any source the install fails on the ``+cpu`` pin instead of pulling a CUDA torch.
+
+Before an env's commands run, the bytecode its sibling envs compiled for the files they share
+with it is linked in (``matrix/tools/bytecode.py``): a fresh env then compiles only what is its
+own (vLLM, transformers) instead of torch and the rest again.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import subprocess
 import sys
 from functools import cache
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from tox.plugin import impl
@@ -21,6 +28,7 @@ from tox.plugin import impl
 if TYPE_CHECKING:
     from tox.config.sets import EnvConfigSet
     from tox.session.state import State
+    from tox.tox_env.api import ToxEnv
 
 # pip option -> (uv variable, separator uv expects between several values)
 _PIP_TO_UV = {
@@ -67,3 +75,30 @@ def tox_add_env_config(env_conf: EnvConfigSet, state: State) -> None:
     mapped = {k: v for k, v in pip_sources().items() if k not in os.environ}
     if mapped:
         env_conf["set_env"].update(mapped, override=False)
+
+
+@cache
+def _bytecode() -> ModuleType:
+    """matrix/tools/bytecode.py, loaded by its path: tox's env has no matrix installed, and the
+    file needs nothing beyond the standard library."""
+    path = Path(__file__).parent / "matrix" / "tools" / "bytecode.py"
+    spec = importlib.util.spec_from_file_location("matrix_bytecode", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@impl
+def tox_before_run_commands(tox_env: ToxEnv) -> None:
+    """Links in the bytecode the envs beside this one compiled for the files it shares."""
+    try:
+        site = Path(tox_env.conf["env_site_packages_dir"])
+    except KeyError:  # not a Python env
+        return
+    env_dir = Path(tox_env.conf["env_dir"])
+    if not site.is_dir() or not site.is_relative_to(env_dir):
+        return
+    inside = site.relative_to(env_dir)
+    siblings = sorted(p / inside for p in env_dir.parent.iterdir() if not p.name.startswith("."))
+    _bytecode().share_bytecode(site, siblings)
