@@ -93,6 +93,7 @@ def entries(cache: Path) -> list[Path]:
     return found
 
 
+@pytest.mark.once
 def test_a_second_check_of_an_unchanged_file_does_not_import_vllm(filled: Filled) -> None:
     """Needs a fresh process, as a user's second call is: one that has not imported vLLM."""
     second = (

@@ -111,6 +111,7 @@ def test_a_case_that_lists_its_variants_runs_only_those(write_case: WriteCase) -
     assert [c.variant for c in cells] == ["stock", "fixed"]
 
 
+@pytest.mark.once
 @needs_vllm
 def test_a_variant_from_a_temporary_folder_is_in_the_tables_and_json(
     inline: pytest.Pytester, module: Path

@@ -270,6 +270,7 @@ def test_a_wheel_installs_without_dependencies_and_names_its_source(tmp_path: Pa
     assert [p.name for p in site.glob("vllm-*.dist-info")] == ["vllm-0.34.0.dev3.dist-info"]
 
 
+@pytest.mark.once
 @needs_vllm
 def test_matrix_cases_runs_the_shipped_cases_anywhere(pytester: pytest.Pytester) -> None:
     """``pytest --matrix-cases`` in a folder of its own collects the shipped cases, beside a

@@ -253,6 +253,7 @@ def test_a_slow_machine_does_not_turn_a_passing_cell_into_a_timeout(
     assert (verdict.observed, verdict.kind) == ("pass", "finished"), verdict.detail
 
 
+@pytest.mark.once
 @needs_vllm
 def test_valid_cases_run_beside_malformed_ones(inline: pytest.Pytester) -> None:
     cases = inline.path / "cases"

@@ -68,6 +68,7 @@ def test_k_is_pytests_expression() -> None:
     assert keyword_filter("")("anything")
 
 
+@pytest.mark.once
 def test_one_bad_case_file_among_good_ones_is_one_line(
     adapter: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,6 +30,7 @@ def without_digest(path: Path) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.once
 @needs_vllm
 def test_three_shards_merged_are_one_run(inline: pytest.Pytester) -> None:
     inline.makefile(".ini", pytest=INI)
