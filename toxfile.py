@@ -89,16 +89,24 @@ def _bytecode() -> ModuleType:
     return module
 
 
+# In an env that has shared once: its first run compiled the rest, and walking every sibling
+# again would add seconds to each warm run. tox removes it with the env.
+_SHARED_MARK = ".bytecode-shared"
+
+
 @impl
 def tox_before_run_commands(tox_env: ToxEnv) -> None:
-    """Links in the bytecode the envs beside this one compiled for the files it shares."""
+    """Links in, once per env, the bytecode the envs beside it compiled for the files it
+    shares with them."""
     try:
         site = Path(tox_env.conf["env_site_packages_dir"])
     except KeyError:  # not a Python env
         return
     env_dir = Path(tox_env.conf["env_dir"])
-    if not site.is_dir() or not site.is_relative_to(env_dir):
+    mark = env_dir / _SHARED_MARK
+    if mark.exists() or not site.is_dir() or not site.is_relative_to(env_dir):
         return
     inside = site.relative_to(env_dir)
     siblings = sorted(p / inside for p in env_dir.parent.iterdir() if not p.name.startswith("."))
     _bytecode().share_bytecode(site, siblings)
+    mark.touch()
