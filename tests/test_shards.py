@@ -267,17 +267,34 @@ def test_each_suite_s_shards_merge_into_its_own_report(
 def test_a_folder_s_shards_are_known_by_their_field_and_the_rest_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A shard saved under another name still counts; a release's report beside the shards
-    is skipped, and the merge says which files it skipped."""
+    """A shard saved under another name still counts; a release's report or another JSON file
+    beside the shards is skipped, and what the merge does not read (a subfolder, a shard saved
+    as .JSON) is named, so an absent group is never a file passed over in silence."""
     write_shard(tmp_path, 1, [cell("a")])
     write_shard(tmp_path, 2, [cell("b")], name="shard2.json")
     (tmp_path / "vllm-0.33.0.json").write_text(
         json.dumps({"vllm_version": "0.33.0", "ships": "fixed", "cells": [], "tightness": {}})
     )
+    (tmp_path / "notes.json").write_text(json.dumps({"x": 1}))
+    (tmp_path / "shard3.JSON").write_text("{}")
+    (tmp_path / "later").mkdir()
     assert main(["merge", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    assert "matrix merge: skipped " in out and "vllm-0.33.0.json: not a shard report" in out
     assert "merged 2 shards, 2 cells" in out
+    skipped = [
+        line.removeprefix("matrix merge: skipped ").removeprefix(f"{tmp_path}/")
+        for line in out.splitlines()
+        if line.startswith("matrix merge: skipped ")
+    ]
+    assert [line.split(":")[0] for line in skipped] == [
+        "later",
+        "shard3.JSON",
+        "notes.json",
+        "vllm-0.33.0.json",
+    ]
+    assert "not a .json file in the folder" in skipped[0]
+    assert "not a matrix JSON report (no cells)" in skipped[2]
+    assert "not a shard report" in skipped[3]
 
 
 def test_merge_says_what_is_wrong_with_a_file_in_one_line(

@@ -16,7 +16,13 @@ from pathlib import Path
 from matrix.judge.result import CellResult
 from matrix.judge.verdict import pool_ranges
 from matrix.report.files import REPORT_SUFFIXES, RunInfo, inside, print_summary, write_report
-from matrix.report.shard_reports import MergeError, ShardReport, load_shards, shard_paths
+from matrix.report.shard_reports import (
+    MergeError,
+    ShardReport,
+    load_shards,
+    shard_paths,
+    unread_entries,
+)
 
 
 def cell_id(cell: CellResult) -> str:
@@ -175,7 +181,7 @@ def main(paths: Sequence[Path], out: Path) -> int:
         return 2
     try:
         loaded, skipped = load_shards(found)
-        for line in skipped:
+        for line in [*unread_entries(paths), *skipped]:
             print(f"matrix merge: skipped {line}")
         if not loaded:
             raise MergeError(f"no shard reports in {', '.join(map(str, paths))}")

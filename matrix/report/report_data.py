@@ -42,6 +42,10 @@ class ReportError(Exception):
     """A report file that cannot be used; the message is one line naming it (and the key)."""
 
 
+class NotAReport(ReportError):
+    """A readable JSON file that is no matrix report at all (no ``cells``, no release)."""
+
+
 @dataclass(frozen=True)
 class ReportData:
     """A report's JSON object, and what it says of the run and its cells, checked."""
@@ -59,9 +63,9 @@ def read_report(path: Path) -> ReportData:
     except CaseFileError as error:
         raise ReportError(str(error)) from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise ReportError(f"{path}: not a matrix JSON report (no cells)")
+        raise NotAReport(f"{path}: not a matrix JSON report (no cells)")
     if "vllm_version" not in data:
-        raise ReportError(f"{path}: not a matrix JSON report (no vllm_version)")
+        raise NotAReport(f"{path}: not a matrix JSON report (no vllm_version)")
     info = _run_info(path, data)
     cells = tuple(_cell(path, f"cells.{i}", cell) for i, cell in enumerate(data["cells"]))
     return ReportData(path, data, info, cells)

@@ -18,7 +18,7 @@ from matrix.case.limits import MAX_SPLITS, MAX_WORKERS
 from matrix.case.shipped import SUITES
 from matrix.judge.result import CellResult
 from matrix.report.files import SHARD_FIELD, RunInfo, Shard
-from matrix.report.report_data import ReportError, read_report
+from matrix.report.report_data import NotAReport, ReportError, read_report
 
 SELECTION = re.compile(r"[0-9a-f]{16}")  # a selection digest (matrix.case.split)
 
@@ -46,6 +46,8 @@ def load_shard(path: Path) -> ShardReport:
     not one."""
     try:
         report = read_report(path)
+    except NotAReport as error:
+        raise NotAShard(str(error)) from None
     except ReportError as error:
         raise MergeError(str(error)) from None
     shard = report.data.get(SHARD_FIELD)
@@ -101,6 +103,20 @@ def shard_paths(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
             [(p, False) for p in sorted(path.glob("*.json"))] if path.is_dir() else [(path, True)]
         )
     return found
+
+
+def unread_entries(paths: Iterable[Path]) -> list[str]:
+    """A line for each entry of a directory given that :func:`shard_paths` does not read (a
+    subfolder, ``shard3.JSON``, ``shard3``), so an absent group is never a file the merge passed
+    over without a word; the JUnit XML a shard writes beside its JSON goes unnamed."""
+    return [
+        f"{entry}: not a .json file in the folder (a shard is read from the folder itself, "
+        "as *.json)"
+        for path in paths
+        if path.is_dir()
+        for entry in sorted(path.iterdir())
+        if not (entry.suffix in (".json", ".xml") and entry.is_file())
+    ]
 
 
 def load_shards(found: Sequence[tuple[Path, bool]]) -> tuple[list[ShardReport], list[str]]:
