@@ -143,6 +143,19 @@ def test_a_write_through_a_link_out_of_the_folder_is_refused(
         f"matrix merge: cannot write the report: 'severity.svg' would be written outside {pictures}"
     )
     assert outside.read_text() == "mine"
+    # The pictures' folder itself a link out: nothing written there, its SVGs kept.
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "cells").mkdir(parents=True)
+    (elsewhere / "cells" / "old.svg").write_text("mine")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "vllm-0.33.0").symlink_to(elsewhere)
+    status, lines = merge(capsys, tmp_path / "shards", "--out", linked)
+    assert status == 2
+    assert lines[-1] == (
+        f"matrix merge: cannot write the report: 'vllm-0.33.0' would be written outside {linked}"
+    )
+    assert [p.name for p in elsewhere.rglob("*")] == ["cells", "old.svg"]
     with pytest.raises(ValueError, match="would be written outside"):
         inside(tmp_path, "../x")
     assert inside(tmp_path, "a/b.svg") == tmp_path / "a" / "b.svg"

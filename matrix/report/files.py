@@ -160,7 +160,9 @@ def write_report(
     if path.suffix == ".json":
         text = json.dumps(json_report(cells, info, shard), indent=2) + "\n"
     elif path.suffix == ".md":
-        pictures = write_pictures(path.with_suffix(""), cells, info) if drawing else None
+        # The pictures' folder itself stays under the report's (a link there could lead out).
+        folder = inside(path.parent, path.stem)
+        pictures = write_pictures(folder, cells, info) if drawing else None
         text = markdown_report(cells, info, path.stem, pictures)
     else:
         drawn = planned(cells) if drawing else None
