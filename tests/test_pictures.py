@@ -19,7 +19,9 @@ from matrix.judge.result import CellResult
 from matrix.judge.runs import RunOutcome
 from matrix.judge.severity import PoolFailure
 from matrix.judge.verdict import Verdict, drawn_pools
+from matrix.report import document as document_module
 from matrix.report import drawing, gallery, pictures
+from matrix.report.document import document
 from matrix.report.files import RunInfo, write_report
 from matrix.run.records import PoolSteps, RunTrace, StepMark, StepRecord
 from matrix.run.steps import step_marks
@@ -207,6 +209,28 @@ def test_pictures_have_stable_names_and_the_same_bytes_each_time() -> None:
     cell_svg = pictures.draw(planned[-1], CELLS, "0.33.0")
     for text in ("pool 9 (first failing pool)", "pool 12 (the fit)", "load admitted", "request a"):
         assert text in cell_svg
+
+
+def test_a_report_draws_at_most_its_limit_and_says_how_many_it_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A report's pictures are bounded (a shard whose every cell has a model of its own would
+    otherwise draw a picture a cell): the maps first, and the report counts the rest."""
+    assert [p.name for p in gallery.planned(CELLS)][1:] == [
+        "cells/other-none.svg",
+        "cells/small_k=1-original.svg",
+    ]
+    assert gallery.left_out(CELLS) == 0
+    monkeypatch.setattr(gallery, "MAX_PICTURES", 2)
+    monkeypatch.setattr(document_module, "MAX_PICTURES", 2)
+    drawn = gallery.planned(CELLS)
+    assert [p.name for p in drawn] == ["severity.svg", "cells/other-none.svg"]
+    assert gallery.left_out(CELLS) == 1
+    opening = document(CELLS, INFO, drawn).opening
+    assert opening[-1] == (
+        "1 picture more not drawn: a report draws at most 2, the maps and the models' strips first."
+    )
+    assert not any("not drawn" in line for line in document(CELLS, INFO, None).opening)
 
 
 @needs_matplotlib

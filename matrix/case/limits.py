@@ -29,6 +29,11 @@ MAX_LAYERS = 512
 MAX_HEADS = 1024  # attention heads, and KV heads
 MAX_HEAD_SIZE = 4096
 
+# A report's pictures: today's full gallery is about 300 (MATRIX_PICTURES=all), the default
+# choice about 80; a report (a shard's cells each with its own model, say) draws this many at
+# most, about 30 s of CPU and 4 MB, and says how many it left out.
+MAX_PICTURES = 1_000
+
 # The run's flags: pytest-split builds every group of ``--splits`` (a shard's workers split it
 # W times finer), and each worker of ``-n`` is a forked process.
 MAX_SPLITS = 1024

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from matrix.case.limits import MAX_PICTURES
 from matrix.judge.result import CellResult
-from matrix.report.gallery import Picture, off_reason, shade
+from matrix.report.gallery import Picture, left_out, off_reason, shade
 from matrix.report.headline import counts_line, findings, reading_guide
 from matrix.report.info import RunInfo
 from matrix.report.sections import Section, sections
@@ -90,6 +91,11 @@ def document(
     opening.append(stock + counts_line(cells))
     if pictures is None:
         opening.append(f"Pictures are off: {off_reason()}.")
+    elif pictures and (left := left_out(cells)):
+        opening.append(
+            f"{plural(left, 'picture')} more not drawn: a report draws at most "
+            f"{MAX_PICTURES:,}, the maps and the models' strips first."
+        )
     all_sections = sections(cells)
     parts = [Part("How to read this report", tuple(reading_guide(cells)))]
     for section in (s for s in all_sections if s.headline):

@@ -24,6 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from matrix.case.limits import MAX_PICTURES
 from matrix.judge.result import CellResult
 from matrix.outcomes import SEVERE
 from matrix.report.tables import sort_cells
@@ -130,9 +131,19 @@ CASE_MAP = Picture("severity-cases.svg", "Cases x variants, by severity", per_ca
 
 
 def planned(cells: Sequence[CellResult], every_case: bool | None = None) -> list[Picture]:
-    """Every picture the cells give, named from the cell ids and model names (stable; a name
-    two ids would share takes the next free suffix, in the cells' order); ``every_case``: the
-    map of every case too (None: with the full gallery, :func:`full_gallery`)."""
+    """The pictures the cells give, named from the cell ids and model names (stable; a name
+    two ids would share takes the next free suffix, in the cells' order), the maps and the
+    models' strips first, at most ``MAX_PICTURES``; ``every_case``: the map of every case too
+    (None: with the full gallery, :func:`full_gallery`)."""
+    return _every_picture(cells, every_case)[:MAX_PICTURES]
+
+
+def left_out(cells: Sequence[CellResult]) -> int:
+    """How many of the cells' pictures :func:`planned` leaves out (over ``MAX_PICTURES``)."""
+    return max(0, len(_every_picture(cells, None)) - MAX_PICTURES)
+
+
+def _every_picture(cells: Sequence[CellResult], every_case: bool | None) -> list[Picture]:
     found = [HEAT_MAP] if cells else []
     if cells and (full_gallery() if every_case is None else every_case):
         found.append(CASE_MAP)
