@@ -374,10 +374,29 @@ def test_escalating_a_case_that_passes_says_it_is_no_finding(
     [
         (["--tp", "0"], "--tp: Input should be greater than or equal to 1"),
         (["--max-model-len", "8"], "--max-model-len: Input should be greater than or equal"),
+        (
+            ["--max-model-len", "2000000"],
+            "--max-model-len: 2,000,000 tokens, over the limit of 1,048,576\n",
+        ),
     ],
 )
 def test_show_layout_names_a_refused_option(
     capsys: pytest.CaptureFixture[str], option: list[str], says: str
 ) -> None:
+    """The option, not the case key the option becomes; a limit the option cannot raise is
+    said without a case file's ``limits:``."""
     assert main(["show-layout", "llama-3.1-8b", *option]) == 2
     assert capsys.readouterr().out.startswith(f"matrix show-layout: {says}")
+
+
+def test_show_layout_reads_a_model_file_that_is_not_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model file that links to /dev/zero is there, so it is no "no model": it is read, and
+    refused as what it is."""
+    linked = tmp_path / "zero.yaml"
+    linked.symlink_to("/dev/zero")
+    assert main(["show-layout", str(linked)]) == 2
+    out = capsys.readouterr().out
+    refusal = "cannot read: not a regular file (a FIFO? a device?)"
+    assert out == f"matrix show-layout: {linked}:1: {refusal}\n"

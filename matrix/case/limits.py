@@ -77,8 +77,7 @@ def excess(overrides: Mapping[str, int], sizes: Iterable[Size]) -> tuple[Place, 
     for place, name, value, what in sizes:
         limit = overrides.get(name, LIMITS[name][0])
         if value > limit:
-            return place, (
-                f"{value:,} {LIMITS[name][2]}{what}, over the limit of {limit:,} "
-                f"(limits: {{{name}: N}} raises it, up to {LIMITS[name][1]:,})"
-            )
+            most, unit = LIMITS[name][1:]
+            raise_it = f" (limits: {{{name}: N}} raises it, up to {most:,})" if limit < most else ""
+            return place, f"{value:,} {unit}{what}, over the limit of {limit:,}{raise_it}"
     return None

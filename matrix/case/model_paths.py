@@ -35,7 +35,7 @@ def _is_name(model: str) -> bool:
     return model.replace("-", "").replace("_", "").replace(".", "").isalnum()
 
 
-def _present(path: Path) -> bool:
+def present(path: Path) -> bool:
     """Whether ``path`` is there as something other than a folder: a file, or a link or a
     device named like one, which the reader then refuses in its own words (a model file that
     links to /dev/zero is not "no model")."""
@@ -51,7 +51,7 @@ def model_file(model: str, case_dir: Path | None) -> Path | None:
     if model.endswith(".json") or model.endswith(DESCRIPTION_SUFFIXES):
         if Path(model).name == model:  # a bare file name: beside the case, else models/
             for folder in [base, *folders, SHIPPED_MODELS]:
-                if _present(folder / model):
+                if present(folder / model):
                     return folder / model
         return base / model
     if not _is_name(model):
@@ -59,7 +59,7 @@ def model_file(model: str, case_dir: Path | None) -> Path | None:
     for folder in [*folders, SHIPPED_MODELS]:
         descriptions = [folder / f"{model}{suffix}" for suffix in DESCRIPTION_SUFFIXES]
         for candidate in (folder / model / CONFIG_JSON, *descriptions):
-            if _present(candidate):
+            if present(candidate):
                 return candidate
     return None
 

@@ -14,8 +14,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from matrix.case.format import CaseFile
+from matrix.case.limits import LIMITS
 from matrix.case.loading import CaseFileError, read_model_file
-from matrix.case.model_paths import model_file, no_model
+from matrix.case.model_paths import model_file, no_model, present
+from matrix.case.strict import PlacedError
 from matrix.wording import plural
 
 # A case key -> the option that sets it, so that a refused value names the option.
@@ -50,15 +52,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _path(options: argparse.Namespace) -> Path:
     path = model_file(options.model, None)
-    if path is None or not path.is_file():
+    if path is None or not present(path):  # a link to /dev/zero is read, and refused as such
         raise ValueError(no_model(options.model))
     return path
 
 
 def _refused(error: ValidationError) -> str:
-    """pydantic's refusal of an option's value, naming the option and the reason."""
+    """pydantic's refusal of an option's value, naming the option and the reason (a rule
+    spanning the case, as a limit, says where it is broken)."""
     problem = error.errors(include_url=False)[0]
-    location = tuple(part for part in problem["loc"] if isinstance(part, str))
+    placed = problem.get("ctx", {}).get("error")
+    found = placed.location if isinstance(placed, PlacedError) else problem["loc"]
+    location = tuple(part for part in found if isinstance(part, str))
     key = next((OPTIONS[location[:n]] for n in (2, 1) if location[:n] in OPTIONS), None)
     where = key or ".".join(location)
     return f"{where}: {problem['msg'].removeprefix('Value error, ')}"
@@ -82,6 +87,8 @@ def _case(options: argparse.Namespace) -> CaseFile:
             "layout": layout,
             "max_model_len": options.max_model_len,
             "speculative": {"method": "eagle", "num_tokens": k} if k else None,
+            # Nothing runs: the sizes a layout is derived for may be the most a case's may.
+            "limits": {name: LIMITS[name][1] for name in ("max_model_len", "block_size", "pool")},
             "pool": 2,
             "requests": [{"id": "a", "prompt": 1}],
         }
