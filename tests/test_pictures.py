@@ -233,6 +233,22 @@ def test_a_report_draws_at_most_its_limit_and_says_how_many_it_left_out(
     assert not any("not drawn" in line for line in document(CELLS, INFO, None).opening)
 
 
+def test_a_long_name_is_cut_to_a_file_name_that_stays_its_own() -> None:
+    """A model's name or a case's axes from anyone's shard make picture names: each is a file
+    name a file system takes, the same each time, and two long names that share their start
+    do not share a picture."""
+    long_model = "m" * 400
+    cells = [
+        failing_cell(f"{'x' * 300}[k=1]", model=long_model, column=None),
+        failing_cell(f"{'x' * 300}[k=2]", model=f"{long_model}2", column=None),
+    ]
+    names = [p.name for p in gallery.planned(cells)]
+    assert len(set(names)) == len(names) == 5
+    assert all(len(Path(name).name) <= gallery.MAX_SLUG + len("pools-.svg") for name in names)
+    assert names == [p.name for p in gallery.planned(cells)]
+    assert gallery.planned(CELLS)[-1].name == "cells/small_k=1-original.svg"  # short: as it was
+
+
 @needs_matplotlib
 def test_a_report_rewritten_from_its_json_is_the_same(tmp_path: Path) -> None:
     """What ``matrix merge`` relies on: the Markdown, its pictures and the HTML page come from

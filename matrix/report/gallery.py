@@ -18,6 +18,7 @@ drawing is ``matrix.report.pictures``, and only it imports matplotlib.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -121,9 +122,19 @@ class Picture:
     alike: tuple[CellResult, ...] = ()
 
 
+# A picture's name, well under the 255 bytes a file name may have (a case with many axes under
+# every variant, a model's name from anyone's shard).
+MAX_SLUG = 160
+
+
 def _slug(text: str) -> str:
-    """A file name from a cell id or a model name: ``case[k=1]-fixed`` -> ``case_k=1-fixed``."""
-    return re.sub(r"[^A-Za-z0-9._=,+-]+", "_", text.replace("]", "")).strip("_")
+    """A file name from a cell id or a model name: ``case[k=1]-fixed`` -> ``case_k=1-fixed``;
+    a long one cut, ending in its whole text's digest (stable, and two never share one)."""
+    slug = re.sub(r"[^A-Za-z0-9._=,+-]+", "_", text.replace("]", "")).strip("_")
+    if len(slug) <= MAX_SLUG:
+        return slug
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return f"{slug[: MAX_SLUG - len(digest) - 1]}_{digest}"
 
 
 HEAT_MAP = Picture("severity.svg", "Worst severity per model and case file")
