@@ -135,5 +135,18 @@ def test_the_headline_reconciles_the_summary_with_the_models() -> None:
     assert "their stalls (2 cells, such as `m[prompt=past]`) lie, in 1 cell, below" in partly
     assert "the other 1 reach `startable` or have none" in partly
     assert not reading_guide([table])[0].startswith("**Summary and Models")
+    # Another variant's stalls: said to be alike only where they lie below `startable` too.
+    cells = [
+        table,
+        stall,
+        replace(table, variant="fixed"),
+        replace(stall, variant="fixed"),
+        replace(table, variant="proposed"),
+        replace(stall, variant="proposed", startable=None),
+    ]
+    assert reading_guide(cells)[0].endswith(
+        "(1 case with a `column`). Likewise under `fixed`. Under `proposed` some of these "
+        "stalls reach `startable`."
+    )
     text = markdown_report([table, stall], INFO)
     assert text.index("**Summary and Models.**") < text.index("## Summary")

@@ -107,8 +107,16 @@ def summary_and_models(cells: Sequence[CellResult]) -> str:
     lie = "all lie" if len(below) == len(stalled) else f"lie, in {plural(len(below), 'cell')},"
     rest = len(stalled) - len(below)
     others = f"; the other {rest} reach `startable` or have none" if rest else ""
-    also = [f"`{v}`" for v in both if v != variant]
-    likewise = f" Likewise under {_listed(also)}." if also else ""
+    others_below = {
+        v: all(_below_startable(c) for c in _stalls([c for c in cells if c.variant == v]))
+        for v in both
+        if v != variant
+    }
+    alike = [f"`{v}`" for v, below in others_below.items() if below]
+    unlike = [f"`{v}`" for v, below in others_below.items() if not below]
+    likewise = f" Likewise under {_listed(alike)}." if alike else ""
+    if unlike:
+        likewise += f" Under {_listed(unlike)} some of these stalls reach `startable`."
     count = len({c.model for c in stalled})
     models = f"{plural(count, 'model')} read{'s' if count == 1 else ''}"
     cases = plural(len({c.case for c in cells if c.column}), "case")
