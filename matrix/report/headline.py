@@ -90,17 +90,13 @@ def summary_and_models(cells: Sequence[CellResult]) -> str:
     under the same variant, from the cells: where those stalls lie against ``startable``
     (empty where no variant has both)."""
     columns = columns_of(cells)
-    both = [
-        v
-        for v in variants_of(cells)
-        if "Pass" in column_row((c for c in cells if c.variant == v), columns)
-        and _stalls([c for c in cells if c.variant == v])
-    ]
+    under = {v: [c for c in cells if c.variant == v] for v in variants_of(cells)}
+    both = [v for v, own in under.items() if "Pass" in column_row(own, columns) and _stalls(own)]
     if not both:
         return ""
     variant = "stock" if "stock" in both else both[0]
-    stalled = _stalls([c for c in cells if c.variant == variant])
-    verdicts = column_row((c for c in cells if c.variant == variant), columns)
+    stalled = _stalls(under[variant])
+    verdicts = column_row(under[variant], columns)
     passing = [column for column, v in zip(columns, verdicts, strict=True) if v == "Pass"]
     where = "every column" if len(passing) == len(columns) else _listed(passing)
     below = [c for c in stalled if _below_startable(c)]
@@ -108,9 +104,7 @@ def summary_and_models(cells: Sequence[CellResult]) -> str:
     rest = len(stalled) - len(below)
     others = f"; the other {rest} reach `startable` or have none" if rest else ""
     others_below = {
-        v: all(_below_startable(c) for c in _stalls([c for c in cells if c.variant == v]))
-        for v in both
-        if v != variant
+        v: all(_below_startable(c) for c in _stalls(under[v])) for v in both if v != variant
     }
     alike = [f"`{v}`" for v, below in others_below.items() if below]
     unlike = [f"`{v}`" for v, below in others_below.items() if not below]
