@@ -23,7 +23,7 @@ from matrix.case.reading import CaseFileError as CaseFileError
 from matrix.case.reading import LoadedDocument as LoadedDocument
 from matrix.case.reading import Location as Location
 from matrix.case.reading import read_yaml
-from matrix.case.strict import PlacedError
+from matrix.case.strict import problem_place
 from matrix.variant_names import VARIANT_NAMES, variant_context
 
 
@@ -64,10 +64,7 @@ def describe_validation_error(
     ``wording`` words it for another kind of file than a case (a model file)."""
     problems = []
     for problem in error.errors(include_url=False):
-        location = data_location(data, problem["loc"])
-        placed = problem.get("ctx", {}).get("error")
-        if isinstance(placed, PlacedError):
-            location = data_location(data, placed.location)
+        location = data_location(data, problem_place(problem))
         if problem["type"] == "missing":  # name the key that is not there (at its parent's line)
             location = (*location, problem["loc"][-1])
         problems.append((location, problem))

@@ -4,6 +4,7 @@ type coercion, frozen) and the error a rule spanning several fields raises with 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
+from pydantic_core import ErrorDetails
 
 
 class PlacedError(ValueError):
@@ -13,6 +14,12 @@ class PlacedError(ValueError):
     def __init__(self, location: tuple[str | int, ...], message: str) -> None:
         super().__init__(message)
         self.location = location
+
+
+def problem_place(problem: ErrorDetails) -> tuple[str | int, ...]:
+    """Where a validation problem lies in the case: a spanning rule's place, else pydantic's."""
+    placed = problem.get("ctx", {}).get("error")
+    return placed.location if isinstance(placed, PlacedError) else tuple(problem["loc"])
 
 
 class Strict(BaseModel):

@@ -17,7 +17,7 @@ from matrix.case.format import CaseFile
 from matrix.case.limits import LIMITS
 from matrix.case.loading import CaseFileError, read_model_file
 from matrix.case.model_paths import model_file, no_model, present
-from matrix.case.strict import PlacedError
+from matrix.case.strict import problem_place
 from matrix.wording import plural
 
 # A case key -> the option that sets it, so that a refused value names the option.
@@ -61,9 +61,7 @@ def _refused(error: ValidationError) -> str:
     """pydantic's refusal of an option's value, naming the option and the reason (a rule
     spanning the case, as a limit, says where it is broken)."""
     problem = error.errors(include_url=False)[0]
-    placed = problem.get("ctx", {}).get("error")
-    found = placed.location if isinstance(placed, PlacedError) else problem["loc"]
-    location = tuple(part for part in found if isinstance(part, str))
+    location = tuple(part for part in problem_place(problem) if isinstance(part, str))
     key = next((OPTIONS[location[:n]] for n in (2, 1) if location[:n] in OPTIONS), None)
     where = key or ".".join(location)
     return f"{where}: {problem['msg'].removeprefix('Value error, ')}"
