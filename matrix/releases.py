@@ -27,6 +27,7 @@ RELEASES: dict[str, Release] = {
     "0.31": Release("matrix.adapters.v0_31:Vllm031", ships="original"),
     "0.32": Release("matrix.adapters.v0_32:Vllm032", ships="fixed"),
     "0.33": Release("matrix.adapters.v0_32:Vllm032", ships="fixed"),  # same scheduler shape
+    "0.34": Release("matrix.adapters.v0_34:Vllm034", ships="fixed"),
 }
 
 

@@ -46,11 +46,20 @@ class Worker:
         self.reported |= finished_loads | failed_loads
         preempted = getattr(output, "preempted_req_ids", None) or ()
         self.preempted_after_report |= self.reported.intersection(preempted)
+        return self.model_output(
+            request_ids, sampled, self.side.report(output, finished_loads, failed_loads)
+        )
+
+    def model_output(
+        self, request_ids: list[str], sampled: list[list[int]], connector_output: Any
+    ) -> ModelRunnerOutput:
+        """The runner's output as this release's ``ModelRunnerOutput`` takes it (with the
+        ``req_id_to_index`` 0.30-0.33 read; 0.34's adapter drops it)."""
         return ModelRunnerOutput(
             req_ids=request_ids,
             req_id_to_index={r: i for i, r in enumerate(request_ids)},
             sampled_token_ids=sampled,
-            kv_connector_output=self.side.report(output, finished_loads, failed_loads),
+            kv_connector_output=connector_output,
         )
 
     def _sampled(self, request_id: str, output: Any) -> list[int]:

@@ -11,7 +11,7 @@ that releases changed (each release's module, ``v0_30`` ..., implements them), a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -47,6 +47,7 @@ class Handle(Reservation):
     release's module."""
 
     side: ConnectorSide  # the connector's worker side, and what its tier holds
+    worker_type: ClassVar[type[Worker]] = Worker  # the simulated runner, as the release takes it
 
     def __init__(self, case: CaseFile, pool: int) -> None:
         plan = blueprint(case)
@@ -74,7 +75,7 @@ class Handle(Reservation):
         self._block_hasher = plan.block_hasher
         self.side = family.attach(self.scheduler.connector, self.scheduler, case)
         speculative = case.speculative
-        self.worker = Worker(
+        self.worker = self.worker_type(
             self.scheduler, speculative.accept if speculative else "all", self.side
         )
         self.engine = EngineLoop(self.scheduler, self.worker, config.max_concurrent_batches)

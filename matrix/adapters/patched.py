@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters.handle import Handle
-from matrix.adapters.requirements import SHARED_REQUIREMENTS, Requirement
+from matrix.adapters.requirements import INDEXED_RUNNER_OUTPUT, SHARED_REQUIREMENTS, Requirement
 from matrix.adapters.v0_31 import PREFILL_END, Vllm031, Vllm031Handle
 
 REMAINING = "_request_remaining_blocks"
@@ -64,6 +64,7 @@ class Patched(Vllm031):
     handle_type: ClassVar[type[Handle]] = PatchedHandle
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,
+        INDEXED_RUNNER_OUTPUT,
         PREFILL_END,
         Requirement(f"Scheduler.{REMAINING}(..., {ADMISSION_HIT}) (the patch)", carries_patch),
     )

@@ -90,13 +90,6 @@ SHARED_REQUIREMENTS = (
         lambda: accepts(KVCacheManager.allocate_slots, "reserved_blocks", "delay_cache_blocks"),
     ),
     Requirement(
-        "ModelRunnerOutput(req_ids, req_id_to_index, sampled_token_ids, kv_connector_output)",
-        lambda: accepts(
-            ModelRunnerOutput,
-            *("req_ids", "req_id_to_index", "sampled_token_ids", "kv_connector_output"),
-        ),
-    ),
-    Requirement(
         "KVConnectorOutput(finished_recving=..., failed_recving=..., invalid_block_ids=...) "
         "(how a load reports completion or failure)",
         lambda: accepts(
@@ -126,5 +119,13 @@ SHARED_REQUIREMENTS = (
     Requirement(
         "Scheduler.update_draft_token_ids (the drafts a step proposes)",
         lambda: callable(getattr(Scheduler, "update_draft_token_ids", None)),
+    ),
+)
+
+INDEXED_RUNNER_OUTPUT = Requirement(
+    "ModelRunnerOutput(req_ids, req_id_to_index, sampled_token_ids, kv_connector_output)",
+    lambda: accepts(
+        ModelRunnerOutput,
+        *("req_ids", "req_id_to_index", "sampled_token_ids", "kv_connector_output"),
     ),
 )

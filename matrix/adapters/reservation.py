@@ -6,7 +6,7 @@ release's handle (``v0_30`` ...) implements them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from matrix.adapters.admission import admission_need
@@ -60,7 +60,7 @@ class Reservation:
         def reserved_for_inflight_loads() -> int:
             inflight = sum(
                 self.remaining_blocks(request, spec_tokens_through_coordinator) + per_request_margin
-                for request in scheduler._inflight_prefills
+                for request in self.inflight_loads()
             )
             return inflight + admission_margin
 
@@ -108,3 +108,8 @@ class Reservation:
     def coordinator_options(self, request: Any) -> dict[str, Any]:
         """Release-specific arguments of ``get_num_blocks_to_allocate``."""
         raise NotImplementedError
+
+    def inflight_loads(self) -> Iterable[Any]:
+        """The requests whose remaining blocks the reservation counts: vLLM's in-flight
+        prefills (0.34 keeps its parked loads apart)."""
+        return tuple(self.scheduler._inflight_prefills)

@@ -20,6 +20,7 @@ from matrix.adapters.kv_cache import case_groups, with_layout
 from matrix.adapters.layout import LayoutError
 from matrix.adapters.protocol import Startable
 from matrix.adapters.requirements import (
+    INDEXED_RUNNER_OUTPUT,
     SHARED_REQUIREMENTS,
     Requirement,
     init_assigns,
@@ -52,6 +53,7 @@ class Vllm030:
     handle_type: ClassVar[type[Handle]] = Vllm030Handle
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,
+        INDEXED_RUNNER_OUTPUT,
         Requirement(
             "an admission with no speculative-decode margin (0.30's; with "
             "Scheduler._spec_decode_step_blocks a later adapter applies)",

@@ -13,7 +13,12 @@ from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters.handle import Handle
-from matrix.adapters.requirements import SHARED_REQUIREMENTS, Requirement, accepts
+from matrix.adapters.requirements import (
+    INDEXED_RUNNER_OUTPUT,
+    SHARED_REQUIREMENTS,
+    Requirement,
+    accepts,
+)
 from matrix.adapters.v0_30 import Vllm030, Vllm030Handle
 
 
@@ -45,6 +50,7 @@ class Vllm031(Vllm030):
     handle_type: ClassVar[type[Handle]] = Vllm031Handle
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,
+        INDEXED_RUNNER_OUTPUT,
         PREFILL_END,
         Requirement(
             "the Scheduler._spec_decode_step_blocks() method (0.31's margin)",

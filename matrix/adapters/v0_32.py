@@ -12,7 +12,12 @@ from typing import ClassVar
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from matrix.adapters.handle import Handle
-from matrix.adapters.requirements import SHARED_REQUIREMENTS, Requirement, init_assigns
+from matrix.adapters.requirements import (
+    INDEXED_RUNNER_OUTPUT,
+    SHARED_REQUIREMENTS,
+    Requirement,
+    init_assigns,
+)
 from matrix.adapters.v0_31 import PREFILL_END, Vllm031, Vllm031Handle
 
 
@@ -28,18 +33,22 @@ class Vllm032Handle(Vllm031Handle):
         self.scheduler._spec_decode_step_blocks = 0
 
 
+SPEC_STEP_ATTRIBUTE = Requirement(
+    "the int attribute Scheduler._spec_decode_step_blocks set in __init__ (0.32's margin)",
+    lambda: (
+        init_assigns("_spec_decode_step_blocks")
+        and not callable(getattr(Scheduler, "_spec_decode_step_blocks", None))
+    ),
+)
+
+
 class Vllm032(Vllm031):
     """The adapter for vLLM 0.32 and 0.33."""
 
     handle_type: ClassVar[type[Handle]] = Vllm032Handle
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,
+        INDEXED_RUNNER_OUTPUT,
         PREFILL_END,
-        Requirement(
-            "the int attribute Scheduler._spec_decode_step_blocks set in __init__ (0.32's margin)",
-            lambda: (
-                init_assigns("_spec_decode_step_blocks")
-                and not callable(getattr(Scheduler, "_spec_decode_step_blocks", None))
-            ),
-        ),
+        SPEC_STEP_ATTRIBUTE,
     )
