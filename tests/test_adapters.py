@@ -9,7 +9,13 @@ import pytest
 from matrix.adapters.protocol import UnsupportedRelease
 from matrix.adapters.selection import select_adapter
 from matrix.installed import installed_vllm_version
-from matrix.releases import RELEASES, nearest_release, release_label, shipped_variant
+from matrix.releases import (
+    RELEASES,
+    nearest_release,
+    release_key,
+    release_label,
+    shipped_variant,
+)
 from tests.helpers import REPO, needs_vllm
 
 
@@ -19,17 +25,22 @@ def test_each_release_ships_the_variant_it_introduced() -> None:
         "0.31": "original",
         "0.32": "fixed",
         "0.33": "fixed",
+        "0.34": "fixed",
     }
     assert shipped_variant("0.31.0") == "original"
     assert shipped_variant("0.31.2+cpu") == "original"
 
 
 def test_an_unknown_release_is_driven_as_the_nearest_older_one() -> None:
-    assert nearest_release("0.34.0.dev12+g1234") == "0.33"
-    assert nearest_release("1.2.0") == "0.33"
+    newest = max(RELEASES, key=release_key)
+    major, minor = release_key(newest)
+    unknown = f"{major}.{minor + 1}.0"
+    assert nearest_release(f"{unknown}.dev12+g1234") == newest
+    assert nearest_release("1.2.0") == newest
+    assert nearest_release("0.33.1") == "0.33"
     assert nearest_release("0.29.1") == "0.30"  # nothing older: the oldest adapter is probed
     assert release_label("0.33.0") == "0.33.0"
-    assert release_label("0.34.0") == "0.34.0 (unknown release, driven by the 0.33 adapter)"
+    assert release_label(unknown) == f"{unknown} (unknown release, driven by the {newest} adapter)"
 
 
 def test_every_release_has_a_tox_env_and_pinned_requirements() -> None:

@@ -145,9 +145,10 @@ def test_a_shared_prefix_is_a_local_hit(adapter: Any, write_case: WriteCase) -> 
     handle.step(set())
     manager = handle.scheduler.kv_cache_manager
     held = {rid: set(manager.get_block_ids(rid)[0]) for rid in ("a", "b")}
-    # b's first 16 tokens are a's 4 blocks, found in the prefix cache, less the last one
-    # (with EAGLE the scheduler recomputes the last hit block); b loads the rest remotely.
-    assert len(held["a"] & held["b"]) == 3
+    # b's first 16 tokens are a's 4 blocks, found in the prefix cache, less the last one where
+    # the release drops EAGLE's last hit block (0.30-0.33; 0.34's lookahead hashes prove the
+    # boundary token, so it keeps it); b loads the rest remotely.
+    assert len(held["a"] & held["b"]) == 4 - int(manager.use_eagle)
     assert handle.accounting().held == len(held["a"] | held["b"])
     assert handle.accounting().missing() == 0
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from matrix.__main__ import main
+from matrix.architectures import recorded
 from matrix.case.expansion import cells_from_file
 from matrix.case.limits import (
     LIMITS,
@@ -29,12 +30,15 @@ from matrix.case.limits import (
     MAX_VALUES,
     MAX_WORKERS,
 )
+from matrix.releases import release_key
 from matrix.variant_names import VARIANT_NAMES
 from tests.helpers import REPO, needs_vllm, replaced, verdict_of
 
 CORPUS = Path("tests", "corpus")  # relative: the lines name files as given, run from REPO
+# The recorded releases' span, as a message names it: "{recorded}" in the expected lines.
+RECORDED = f"{min(recorded(), key=release_key)}-{max(recorded(), key=release_key)}"
 ENTRIES = [
-    line
+    line.replace("{recorded}", RECORDED)
     for line in (REPO / CORPUS / "expected.txt").read_text().splitlines()
     if line and not line.startswith("#")
 ]

@@ -28,6 +28,7 @@ from matrix.ci.workflow import (
     job_order,
 )
 from matrix.installed import installed_vllm_version
+from matrix.releases import RELEASES
 from tests.helpers import REPO, needs_vllm
 
 TOX_INI = REPO / "tox.ini"
@@ -115,7 +116,7 @@ def test_a_tox_env_s_commands_with_its_positional_arguments() -> None:
     merge = read_env(TOX_INI, "merge")
     assert merge.release is None and not merge.runs_cells
     assert merge.shell(None, ("-k", "x")) == "python -m matrix merge reports/shards"
-    suite = read_env(TOX_INI, "ci033")
+    suite = read_env(TOX_INI, "ci034")
     run = 'run -- tests -m "not heavy" --durations-path tests/durations.json --cpu-log'
     assert suite.shell(None).startswith(f"( python -m matrix {run}")
     forked = suite.shell(None, (), "python -m matrix.ci.fork")  # only the run of cells
@@ -133,9 +134,8 @@ def options(tmp_path: Path, **chosen: Any) -> substitutions.Options:
 @needs_vllm
 def test_here_runs_the_env_s_commands_in_this_environment(tmp_path: Path) -> None:
     version = installed_vllm_version()
-    env = next(
-        f"vllm0{n}" for n in (30, 31, 32, 33) if read_env(TOX_INI, f"vllm0{n}").release == version
-    )
+    envs = ("vllm" + release.replace(".", "") for release in RELEASES)
+    env = next(e for e in envs if read_env(TOX_INI, e).release == version)
     script = f'python -m pip install "tox==$V"\npython -m tox -e {env} -- --group 2 || s=$?\n'
     here = substitutions.substitute(script, options(tmp_path, here=True, pytest_args=("-n", "0")))
     assert here == (  # the cells' run forked from the player (vLLM imported)

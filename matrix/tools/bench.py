@@ -96,14 +96,17 @@ def direct_loop(cell: Cell, pools: list[int]) -> list[bool]:
         # Like the harness: a load admitted in one step is reported finished in the next.
         report: set[str] = set()
         reported: set[str] = set()
+        # 0.30-0.33's output indexes its requests; 0.34's scheduler indexes req_ids itself.
+        indexed = "req_id_to_index" in ModelRunnerOutput.__dataclass_fields__
         for _ in range(200):
             output = scheduler.schedule()
             ids = list(output.num_scheduled_tokens)
+            index = {"req_id_to_index": {r: i for i, r in enumerate(ids)}} if indexed else {}
             scheduler.update_from_output(
                 output,
                 ModelRunnerOutput(
                     req_ids=ids,
-                    req_id_to_index={r: i for i, r in enumerate(ids)},
+                    **index,
                     sampled_token_ids=[
                         [7] * (1 + len(output.scheduled_spec_decode_tokens.get(r, ()))) for r in ids
                     ],

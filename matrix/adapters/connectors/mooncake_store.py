@@ -22,6 +22,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store.coordinator imp
 from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store.data import (
     MooncakeLookupResult,
     MooncakeStoreWorkerMetadata,
+    chunk_hashes_for_block_size,
 )
 from vllm.v1.outputs import KVConnectorOutput
 
@@ -64,7 +65,10 @@ class StoreLookup:
         """The store gets every group's keys for the prompt's first ``tokens`` tokens."""
         for index, group in enumerate(self.coordinator.kv_cache_groups):
             spec = group.kv_cache_spec
-            hashes = self.coordinator.block_hashes_for_spec(block_hashes, spec)
+            # One key per block of the group: the block's last hash, as the worker keys it.
+            hashes = chunk_hashes_for_block_size(
+                block_hashes, self.coordinator.hash_block_size, spec.block_size
+            )
             for chunk in list(hashes)[: tokens // spec.block_size]:
                 self.exists.add((index, bytes(chunk)))
 
