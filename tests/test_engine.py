@@ -167,3 +167,40 @@ def test_vllm_judges_engine_settings(
     trace = run_pool(adapter, case, "stock", 24)
     assert trace.stopped == "error"
     assert words in trace.message
+
+
+def test_a_scheduler_setting_the_release_lacks_is_unsupported_with_its_name(
+    adapter: Any, write_case: WriteCase
+) -> None:
+    """The in-flight load gate (0.34's --max-num-inflight-kv-loads) reaches the scheduler
+    where the release has it, and is named as what the release lacks where it does not."""
+    from vllm.config import SchedulerConfig
+
+    case = case_of(
+        write_case(
+            replaced(ONE_GROUP, ("{async_scheduling: false}", "{max_num_inflight_kv_loads: 1}"))
+        )
+    )
+    if "max_num_inflight_kv_loads" in SchedulerConfig.__dataclass_fields__:
+        assert adapter.unsupported(case) is None
+        handle = adapter.build(case, 24)
+        assert handle.scheduler.scheduler_config.max_num_inflight_kv_loads == 1
+    else:
+        assert adapter.unsupported(case) == (
+            f"vLLM {adapter.release} has no scheduler setting max_num_inflight_kv_loads"
+        )
+
+
+def test_requests_arrive_in_the_order_added_whatever_the_clock(
+    adapter: Any, write_case: WriteCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scheduler orders by arrival time; a clock that stands still must not reorder."""
+    import time
+
+    case = case_of(write_case(ONE_GROUP))
+    handle = adapter.build(case, 24)
+    monkeypatch.setattr(time, "time", lambda: 1000.0)
+    for request in case.requests:
+        handle.add_request(request)
+    arrivals = [handle.scheduler.requests[r.id].arrival_time for r in case.requests]
+    assert arrivals == sorted(set(arrivals))

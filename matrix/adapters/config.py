@@ -50,7 +50,7 @@ def _prefix_caching(case: CaseFile) -> bool:
     return not any(g.kind == "mamba" and g.mamba_mode == "none" for g in case.groups)
 
 
-def _scheduler_settings(case: CaseFile) -> dict[str, Any]:
+def scheduler_settings(case: CaseFile) -> dict[str, Any]:
     """``SchedulerConfig`` arguments: the harness defaults, overridden by ``engine:``."""
     engine = case.engine
     settings: dict[str, Any] = {
@@ -63,6 +63,7 @@ def _scheduler_settings(case: CaseFile) -> dict[str, Any]:
         "max_num_batched_tokens": engine.max_num_batched_tokens,
         "enable_chunked_prefill": engine.enable_chunked_prefill,
         "async_scheduling": engine.async_scheduling,
+        "max_num_inflight_kv_loads": engine.max_num_inflight_kv_loads,
     }
     settings.update({key: value for key, value in chosen.items() if value is not None})
     return settings
@@ -110,7 +111,7 @@ def engine_settings(case: CaseFile) -> EngineSettings:
     return EngineSettings(
         model_dir=model_dir,
         max_model_len=case.max_model_len,
-        scheduler=tuple(sorted(_scheduler_settings(case).items())),
+        scheduler=tuple(sorted(scheduler_settings(case).items())),
         block_size=cache_block_size(case),
         prefix_caching=_prefix_caching(case),
         mamba_mode=mamba_modes[0] if mamba_modes else None,

@@ -96,6 +96,7 @@ class Handle(Reservation):
         # NIXL's side (no tier, no pins) until a case's connector is attached.
         self.side = PrefillSide(scheduler, getattr(scheduler, "connector", None), {})
         self._known: list[str] = []  # the case's request ids, in the order added
+        self._arrivals = 0  # requests made so far: the next one's arrival time
         self._prompts: dict[str, list[int]] = {}
         self._reader = StateReader(STATUS_WORDS)
 
@@ -138,12 +139,17 @@ class Handle(Reservation):
         return prompt
 
     def request_of(self, request_id: str, prompt: list[int], params: SamplingParams) -> Request:
-        """vLLM's request, as ``EngineCore`` makes it (its block hashes computed)."""
+        """vLLM's request, as ``EngineCore`` makes it (its block hashes computed), arriving
+        after every request made before it: the scheduler orders queues by arrival time (0.34
+        picks between its two waiting queues by it), and the wall clock may give two requests
+        one time, so the harness counts arrivals instead."""
+        self._arrivals += 1
         return Request(
             request_id=request_id,
             prompt_token_ids=prompt,
             sampling_params=params,
             pooling_params=None,
+            arrival_time=float(self._arrivals),
             block_hasher=self._block_hasher,
         )
 

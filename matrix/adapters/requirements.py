@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm.config import CacheConfig, KVTransferConfig
+from vllm.config import CacheConfig, KVTransferConfig, SchedulerConfig
 from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
 from vllm.v1.core.kv_cache_manager import KVCacheManager
 from vllm.v1.core.sched.scheduler import Scheduler
@@ -43,6 +43,11 @@ def release_failure_policies() -> tuple[str, ...]:
     """The ``kv_load_failure_policy`` values the installed release knows."""
     field = KVTransferConfig.__dataclass_fields__["kv_load_failure_policy"]
     return typing.get_args(field.type)
+
+
+def missing_scheduler_settings(names: Iterable[str]) -> list[str]:
+    """Those of ``names`` the installed release's ``SchedulerConfig`` has no field for."""
+    return [name for name in names if name not in SchedulerConfig.__dataclass_fields__]
 
 
 def release_mamba_modes() -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from matrix.adapters.config import async_refusal
+from matrix.adapters.config import async_refusal, scheduler_settings
 from matrix.adapters.connectors import family_of
 from matrix.adapters.connectors.tier import never_loads
 from matrix.adapters.construction import refused_when_built
@@ -24,6 +24,7 @@ from matrix.adapters.requirements import (
     SHARED_REQUIREMENTS,
     Requirement,
     init_assigns,
+    missing_scheduler_settings,
     release_failure_policies,
     release_mamba_modes,
 )
@@ -94,6 +95,9 @@ class Vllm030:
                     f"vLLM {self.release} has no Mamba cache mode '{group.mamba_mode}' "
                     f"(it has: {', '.join(modes)})"
                 )
+        missing = missing_scheduler_settings(scheduler_settings(case))
+        if missing:
+            return f"vLLM {self.release} has no scheduler setting {', '.join(missing)}"
         refusal = async_refusal(case)
         if refusal:
             return f"vLLM {self.release} cannot schedule this case asynchronously: {refusal}"

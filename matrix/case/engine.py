@@ -29,6 +29,9 @@ class Engine(Strict):
     # True: AsyncScheduler driven as EngineCore.step_with_batch_queue drives it.
     async_scheduling: bool | None = None
     kv_load_failure_policy: str | None = None
+    # vLLM 0.34's --max-num-inflight-kv-loads: at most this many requests hold blocks for an
+    # async load before they run; with it, loads also start while the batch is full.
+    max_num_inflight_kv_loads: Annotated[int, Field(ge=1, le=1024)] | None = None
 
 
 # Accepted drafts per decode step of each request, the last value repeating; "all" and "none"
