@@ -19,13 +19,17 @@ from typing import Any
 import pytest
 
 from matrix.__main__ import main
+from matrix.releases import RELEASES as KNOWN
+from matrix.releases import release_key
 from matrix.tools.bisect import driver, step
 from matrix.tools.bisect.step import Judged, Request, judge_commit, mark_of
 from matrix.tools.bisect.verdict import CellVerdict, SelectionError, describe, same, select_cells
 from tests.helpers import CASES, REPO, needs_vllm
 
 FINDING_4 = REPO / "docs" / "findings" / "failed_load_full_groups.yaml"
-RELEASES = ("0.30.0", "0.31.0", "0.32.0", "0.33.0")
+# Every known release as a history, oldest first; the bisections below run over all of it.
+RELEASES = tuple(f"{release}.0" for release in sorted(KNOWN, key=release_key))
+NEWEST = f"v{RELEASES[-1]}"
 
 
 def git(path: Path, *args: str, env: dict[str, str] | None = None) -> str:
@@ -359,7 +363,7 @@ def test_bisect_finds_where_finding_4_s_runtime_error_first_appears(
 ) -> None:
     before = checkout_state(release_history)
     code, result = bisected(
-        release_history, "failed_load_full_groups", "v0.30.0", "v0.33.0", tmp_path
+        release_history, "failed_load_full_groups", "v0.30.0", NEWEST, tmp_path
     )
     assert code == 0
     assert result["first_changed"]["commit"] == git(release_history, "rev-parse", "v0.31.0")
@@ -377,7 +381,7 @@ def test_bisect_finds_where_finding_4_s_runtime_error_first_appears(
 def test_bisect_finds_where_the_0_31_margin_deadlock_is_gone(
     release_history: Path, tmp_path: Path
 ) -> None:
-    code, result = bisected(release_history, "two_inflight_loads", "v0.31.0", "v0.33.0", tmp_path)
+    code, result = bisected(release_history, "two_inflight_loads", "v0.31.0", NEWEST, tmp_path)
     assert code == 0
     assert result["first_changed"]["version"] == "0.32.0"
     (stall,) = result["old"]["verdicts"]
