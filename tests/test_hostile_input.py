@@ -118,7 +118,7 @@ def made_here(tmp_path: Path) -> Iterator[dict[Path, str]]:
     made[directory] = f"{directory}:1: cannot read: Is a directory"
     fifo = tmp_path / "a_fifo.yaml"
     os.mkfifo(fifo)  # reading one would wait for a writer forever
-    made[fifo] = f"{fifo}:1: cannot read: not a regular file (a FIFO? a device?)"
+    made[fifo] = f"{fifo}:1: cannot read: a FIFO, not a regular file"
     dangling = tmp_path / "dangling.yaml"
     dangling.symlink_to(tmp_path / "nowhere")
     made[dangling] = f"{dangling}:1: cannot read: No such file or directory"

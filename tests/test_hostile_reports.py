@@ -260,8 +260,8 @@ def fifo(path: Path) -> Path:
 
 UNREADABLE = {
     "deep": (deep, ":1: nested deeper than 32 levels"),  # was a RecursionError
-    "zero": (zero, ":1: cannot read: not a regular file (a FIFO? a device?)"),  # MemoryError
-    "fifo": (fifo, ":1: cannot read: not a regular file (a FIFO? a device?)"),  # waited forever
+    "zero": (zero, ":1: cannot read: a character device, not a regular file"),  # MemoryError
+    "fifo": (fifo, ":1: cannot read: a FIFO, not a regular file"),  # waited forever
 }
 
 
