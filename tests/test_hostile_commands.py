@@ -12,12 +12,15 @@ import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from matrix.__main__ import main
+from matrix.case.baselines import Row, write_baseline
 from matrix.case.limits import MAX_MATRIX_JOBS, MAX_MATRIX_PRODUCT
 from matrix.ci.workflow import WorkflowError, expand_matrix
-from tests.helpers import REPO
+from tests.helpers import REPO, needs_vllm
 
 MEMORY = 1 << 30  # bytes of address space a command gets here: /dev/zero read whole needs more
 SECONDS = 60
@@ -121,3 +124,105 @@ def test_an_out_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     workflow.write_text(WIDE)
     done = command("matrix.ci.play", workflow, "--repo", REPO, "--out", taken)
     assert (done.returncode, one_line(done)) == (2, f"play: --out {taken}: not a folder")
+
+
+def matrix_command(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
+    """``python -m matrix ARGS`` in this process: its exit and its only line of output."""
+    code = main([str(arg) for arg in args])
+    captured = capsys.readouterr()
+    lines = (captured.out + captured.err).splitlines()
+    assert len(lines) == 1, lines
+    return code, lines[0]
+
+
+def unreadable(folder: Path) -> dict[Path, str]:
+    """Files that are no baseline, each with what reading it says."""
+    folder.mkdir()
+    zero, fifo, directory = folder / "zero.tsv", folder / "fifo.tsv", folder / "folder.tsv"
+    zero.symlink_to("/dev/zero")
+    os.mkfifo(fifo)
+    directory.mkdir()
+    latin = folder / "latin.tsv"
+    latin.write_bytes(b"# architecture\nCaf\xe9ForCausalLM\ttext\tllama\tlayout\tfull/16\n")
+    return {
+        folder / "missing.tsv": "1: cannot read: No such file or directory",
+        zero: "1: cannot read: a character device, not a regular file",
+        fifo: "1: cannot read: a FIFO, not a regular file",
+        directory: "1: cannot read: Is a directory",
+        latin: "2: not UTF-8 text: byte 0xe9 cannot be decoded",
+    }
+
+
+@needs_vllm  # installed: the sweep reads the baseline for the installed release
+def test_a_baseline_that_does_not_read_is_refused_before_the_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing, FIFO, /dev/zero or folder baseline was ignored, and the run advised --record
+    (which writes the committed baseline); a non-UTF-8 one raised UnicodeDecodeError."""
+    for path, problem in unreadable(tmp_path / "baselines").items():
+        assert matrix_command(capsys, "sweep", "--only", "OPTForCausalLM", "--baseline", path) == (
+            2,
+            f"matrix sweep: {path}:{problem}",
+        )
+
+
+@pytest.mark.parametrize(
+    ("args", "refusal"),
+    [
+        (["--jobs", "-3"], "--jobs -3: a number of workers from 1 to 256"),
+        (["--jobs", "0"], "--jobs 0: a number of workers from 1 to 256"),
+        (["--only", ""], "--only '': not an architecture the sweep covers here"),
+        (["--only", "A\x1b[2J"], "--only 'A\\x1b[2J': not an architecture the sweep covers here"),
+        (["--part", "3"], "--part 3: 1 to 2"),
+    ],
+)
+def test_a_flag_the_sweep_cannot_honour_is_refused_before_vllm_is_imported(
+    capsys: pytest.CaptureFixture[str], args: list[str], refusal: str
+) -> None:
+    """``--jobs -3`` ran quietly; ``--only ""`` said every architecture was as the baseline
+    has it, and exited 0."""
+    assert matrix_command(capsys, "sweep", *args) == (2, f"matrix sweep: {refusal}")
+
+
+def test_a_json_that_is_a_folder_is_refused_before_the_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json FOLDER`` raised IsADirectoryError once the sweep was done."""
+    assert matrix_command(capsys, "sweep", "--json", tmp_path) == (
+        2,
+        f"matrix sweep: --json {tmp_path}: a folder, not a file to write",
+    )
+
+
+@needs_vllm
+def test_only_an_architecture_out_of_scope_is_refused_naming_it(
+    adapter: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--only NoSuchArch`` derived nothing and exited 0, every architecture "as the baseline
+    has it"."""
+    code = main(["sweep", "--only", "OPTForCausalLM", "OPTForCausalLMM"])
+    err = capsys.readouterr().err.splitlines()
+    assert (code, err[-1]) == (
+        2,
+        "matrix sweep: --only 'OPTForCausalLMM': not an architecture the sweep covers here: "
+        "did you mean OPTForCausalLM?",
+    )
+    assert all(line.startswith("sweep: importing vLLM") for line in err[:-1]), err
+
+
+@needs_vllm  # installed: the sweep reads the baseline for the installed release
+def test_a_baseline_s_names_are_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An architecture named with a terminal's escapes in a baseline was printed raw. The sweep
+    itself is not what is tested: its rows are given."""
+    from matrix.sweep import command as sweep_command
+
+    swept = [Row("OPTForCausalLM", "text", "opt", "layout", "full/16")]
+    monkeypatch.setattr(sweep_command, "swept_rows", lambda jobs, cached: swept)
+    baseline = tmp_path / "baseline.tsv"
+    write_baseline(baseline, [*swept, Row("Evil\x1b[2JForCausalLM", "text", "x", "layout", "a")])
+    assert main(["sweep", "--baseline", str(baseline)]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "  Evil\\x1b[2JForCausalLM: gone (was layout: a)" in out.splitlines()
