@@ -226,3 +226,43 @@ def test_a_baseline_s_names_are_printed_escaped(
     out = capsys.readouterr().out
     assert "\x1b" not in out
     assert "  Evil\\x1b[2JForCausalLM: gone (was layout: a)" in out.splitlines()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_case_that_is_no_file_given_to_connectors_is_said_as_what_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """pytest said ``ERROR: not found: .../fifo.yaml``, after vLLM's import."""
+    path = tmp_path / f"{kind}.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+        problem = "a FIFO, not a regular file"
+    else:
+        path.symlink_to("/dev/zero")
+        problem = "a character device, not a regular file"
+    for command, suite in (["connectors", "--"], "connectors"), (["run", "--"], "run"):
+        assert matrix_command(capsys, *command, path, "-n", "0") == (
+            int(pytest.ExitCode.USAGE_ERROR),
+            f"matrix {suite}: {path}: cannot read: {problem}",
+        )
+
+
+@pytest.mark.parametrize("kind", ["missing", "zero"])
+def test_finding_reports_that_do_not_read_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """``finding --reports`` naming a missing path or /dev/zero wrote the body without a
+    measured table, and exited 0."""
+    path = tmp_path / kind
+    if kind == "zero":
+        path.symlink_to("/dev/zero")
+    problem = {
+        "missing": "No such file or directory",
+        "zero": "a character device, not a regular file",
+    }[kind]
+    out = tmp_path / "finding.md"
+    assert matrix_command(capsys, "finding", "1", "--reports", path, "--out", out) == (
+        2,
+        f"matrix finding: {path}:1: cannot read: {problem}",
+    )
+    assert not out.exists()
