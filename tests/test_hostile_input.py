@@ -25,6 +25,8 @@ from matrix.case.limits import (
     MAX_HEAD_SIZE,
     MAX_HEADS,
     MAX_LAYERS,
+    MAX_MATRIX_JOBS,
+    MAX_MATRIX_PRODUCT,
     MAX_REPORT_BYTES,
     MAX_SPLITS,
     MAX_VALUES,
@@ -200,12 +202,15 @@ def test_real_layouts_fit_the_default_limits(tmp_path: Path) -> None:
     assert len(cells_from_file(path)) == 2 * 3 * len(VARIANT_NAMES)
 
 
+MATRIX_BOUNDS = (MAX_MATRIX_JOBS, MAX_MATRIX_PRODUCT)  # a played workflow's strategy.matrix
+
+
 def test_every_limit_is_documented() -> None:
     docs = (REPO / "docs" / "cases.md").read_text()
     for name, (default, ceiling, _) in LIMITS.items():
         assert f"| `{name}` | {default:,} | {ceiling:,} |" in docs
     bounds = (MAX_FILE_BYTES, MAX_VALUES, MAX_DEPTH, MAX_REPORT_BYTES, MAX_LAYERS, MAX_HEADS)
-    for value in (*bounds, MAX_HEAD_SIZE, MAX_SPLITS, MAX_WORKERS):
+    for value in (*bounds, MAX_HEAD_SIZE, MAX_SPLITS, MAX_WORKERS, *MATRIX_BOUNDS):
         assert f"{value:,}" in docs
 
 
