@@ -400,5 +400,5 @@ def test_show_layout_reads_a_model_file_that_is_not_a_file(
     linked.symlink_to("/dev/zero")
     assert main(["show-layout", str(linked)]) == 2
     out = capsys.readouterr().out
-    refusal = "cannot read: not a regular file (a FIFO? a device?)"
+    refusal = "cannot read: a character device, not a regular file"
     assert out == f"matrix show-layout: {linked}:1: {refusal}\n"

@@ -25,6 +25,8 @@ from matrix.case.limits import (
     MAX_HEAD_SIZE,
     MAX_HEADS,
     MAX_LAYERS,
+    MAX_MATRIX_JOBS,
+    MAX_MATRIX_PRODUCT,
     MAX_REPORT_BYTES,
     MAX_SPLITS,
     MAX_VALUES,
@@ -118,7 +120,7 @@ def made_here(tmp_path: Path) -> Iterator[dict[Path, str]]:
     made[directory] = f"{directory}:1: cannot read: Is a directory"
     fifo = tmp_path / "a_fifo.yaml"
     os.mkfifo(fifo)  # reading one would wait for a writer forever
-    made[fifo] = f"{fifo}:1: cannot read: not a regular file (a FIFO? a device?)"
+    made[fifo] = f"{fifo}:1: cannot read: a FIFO, not a regular file"
     dangling = tmp_path / "dangling.yaml"
     dangling.symlink_to(tmp_path / "nowhere")
     made[dangling] = f"{dangling}:1: cannot read: No such file or directory"
@@ -200,12 +202,15 @@ def test_real_layouts_fit_the_default_limits(tmp_path: Path) -> None:
     assert len(cells_from_file(path)) == 2 * 3 * len(VARIANT_NAMES)
 
 
+MATRIX_BOUNDS = (MAX_MATRIX_JOBS, MAX_MATRIX_PRODUCT)  # a played workflow's strategy.matrix
+
+
 def test_every_limit_is_documented() -> None:
     docs = (REPO / "docs" / "cases.md").read_text()
     for name, (default, ceiling, _) in LIMITS.items():
         assert f"| `{name}` | {default:,} | {ceiling:,} |" in docs
     bounds = (MAX_FILE_BYTES, MAX_VALUES, MAX_DEPTH, MAX_REPORT_BYTES, MAX_LAYERS, MAX_HEADS)
-    for value in (*bounds, MAX_HEAD_SIZE, MAX_SPLITS, MAX_WORKERS):
+    for value in (*bounds, MAX_HEAD_SIZE, MAX_SPLITS, MAX_WORKERS, *MATRIX_BOUNDS):
         assert f"{value:,}" in docs
 
 

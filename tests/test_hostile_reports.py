@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from matrix.__main__ import main
+from matrix.case.split import place_digest
 from matrix.report.files import inside
 from matrix.report.release_reports import ReportError, load_reports
 from tests.test_shards import cell, write_shard
@@ -27,12 +28,21 @@ def no_pictures(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MATRIX_PICTURES", "off")
 
 
+def placed(field: dict[str, Any]) -> dict[str, Any]:
+    """A ``shard`` field with the place its group, splits and cells make (as a run writes)."""
+    place = place_digest(field["selection"], field["group"], field["splits"], field["selected"])
+    return {**field, "place": place}
+
+
 def shard(folder: Path, cells: list[dict[str, Any]] | None = None, **fields: Any) -> Path:
-    """A one-shard run of cells a and b, with ``fields`` replacing the report's own."""
+    """A one-shard run of cells a and b, with ``fields`` replacing the report's own (a
+    ``shard`` field given its place)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = write_shard(folder, 1, cells or [cell("a"), cell("b")], splits=1)
     report = json.loads(path.read_text())
     report.update(fields)
+    if "shard" in fields:
+        report["shard"] = placed(fields["shard"])
     path.write_text(json.dumps(report))
     return path
 
@@ -260,8 +270,8 @@ def fifo(path: Path) -> Path:
 
 UNREADABLE = {
     "deep": (deep, ":1: nested deeper than 32 levels"),  # was a RecursionError
-    "zero": (zero, ":1: cannot read: not a regular file (a FIFO? a device?)"),  # MemoryError
-    "fifo": (fifo, ":1: cannot read: not a regular file (a FIFO? a device?)"),  # waited forever
+    "zero": (zero, ":1: cannot read: a character device, not a regular file"),  # MemoryError
+    "fifo": (fifo, ":1: cannot read: a FIFO, not a regular file"),  # waited forever
 }
 
 
@@ -308,4 +318,53 @@ def test_an_out_that_is_a_file_is_one_line(
         capsys.readouterr()
         .out.splitlines()[-1]
         .startswith(f"matrix crossversion: cannot write the report to --out {taken}: ")
+    )
+
+
+def test_a_shard_relabelled_as_a_whole_run_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Shard 1 of 3, relabelled ``group: 1, splits: 1``, merged into a "release report" of its
+    own 7 of the run's 28 cells, exit 0 (refused when a shard listed its whole run's cells)."""
+    cells = [cell(f"c{n}") for n in range(7)]
+    path = write_shard(tmp_path, 1, cells, splits=3)
+    report = json.loads(path.read_text())
+    report["shard"].update(group=1, splits=1)
+    path.write_text(json.dumps(report))
+    assert merge(capsys, path) == (
+        2,
+        [
+            f"matrix merge: refused: {path}: shard: group 1 of 1 with 7 selected cells is not the "
+            "place it ran in (shard.place differs: its group, splits or cells were changed "
+            "after the run)"
+        ],
+    )
+    # Its cells cut down to match, or no place at all (a shard of an older matrix): refused.
+    report["shard"].update(splits=3, selected=report["shard"]["selected"][:6])
+    report["cells"] = report["cells"][:6]
+    path.write_text(json.dumps(report))
+    assert merge(capsys, path)[1][0].endswith("were changed after the run)")
+    del report["shard"]["place"]
+    path.write_text(json.dumps(report))
+    assert merge(capsys, path) == (
+        2,
+        [
+            f"matrix merge: refused: {path}: shard.place: None is not a place digest (a shard "
+            "written by an older matrix: run it again)"
+        ],
+    )
+
+
+def test_a_group_absent_as_another_suite_s_shard_is_named_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shard of the run whose suite says another: "ran vLLM 0.33.0, not 0.33.0"."""
+    one = write_shard(tmp_path, 1, [cell("a")])
+    name = "connectors-vllm-0.33.0.shard-2-of-2.json"
+    two = write_shard(tmp_path, 2, [cell("b")], name=name, suite="connectors")
+    status, lines = merge(capsys, tmp_path)
+    assert (status, lines[-1]) == (  # the connectors' shards are merged first: named first
+        2,
+        f"matrix merge: refused: group 1 of 2 absent (given: {two}): {one} is group 1, but is "
+        "of the shipped cases, not the connectors suite",
     )

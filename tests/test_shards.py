@@ -14,6 +14,7 @@ import pytest
 
 from matrix.__main__ import main
 from matrix.case.expansion import cells_from_file
+from matrix.case.split import place_digest
 from matrix.report.info import run_info
 from matrix.report.merge import cell_id, merge_shards
 from matrix.report.shard_reports import MergeError, load_shard
@@ -175,6 +176,7 @@ def write_shard(
             "selected": selected,
             "selection": selection,
             "suite": suite,
+            "place": place_digest(selection, group, splits, selected),
         },
     }
     path.write_text(json.dumps(report))

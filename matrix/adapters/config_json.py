@@ -116,12 +116,30 @@ def _check_before_reading(model: ConfigModel, document: ConfigDocument) -> None:
     known = _known_model_types()
     where: tuple[str, ...] = ("text_config",) if "text_config" in document.data else ()
     for place in {(), where}:
-        model_type = (document.data if not place else document.data[place[0]]).get("model_type")
+        block = document.data if not place else document.data[place[0]]
+        model_type = block.get("model_type")
         if model_type not in known:
             guess = difflib.get_close_matches(str(model_type), known, n=1, cutoff=0.6)
             hint = f": did you mean '{guess[0]}'?" if guess else ""
             message = f"neither transformers nor vLLM knows model_type {model_type!r}{hint}"
             raise document.error((*place, "model_type"), message, ConfigJsonError)
+        problem = _pattern_problem(block.get("hybrid_override_pattern"))
+        if problem is not None:  # transformers' NemotronHConfig would raise a bare KeyError
+            raise document.error((*place, "hybrid_override_pattern"), problem, ConfigJsonError)
+
+
+def _pattern_problem(pattern: Any) -> str | None:
+    """Why NemotronH's ``hybrid_override_pattern`` builds no model: a character that is no
+    layer class of nemotron_h.py's (its first); None when each is one, or there is none."""
+    if not isinstance(pattern, str):
+        return None
+    for layer, character in enumerate(pattern):
+        if character not in PATTERN_KINDS:
+            return (
+                f"{character!r}, layer {layer}'s character, is none that vLLM's NemotronH "
+                f"builds a layer for ({', '.join(PATTERN_KINDS)})"
+            )
+    return None
 
 
 @cache

@@ -173,6 +173,21 @@ def _keys_named(hf_config: dict[str, Any], error: Exception, reason: str) -> lis
     return named
 
 
+def _character_named(hf_config: dict[str, Any], error: Exception, named: list[str]) -> str | None:
+    """A ``KeyError`` for one character of a text key (a layer pattern, NemotronH's
+    ``hybrid_override_pattern``, a layer a character): which character, and where; None for
+    any other refusal."""
+    if not (isinstance(error, KeyError) and error.args and named):
+        return None
+    missing, value = str(error.args[0]), hf_config[named[0]]
+    if len(missing) != 1 or not isinstance(value, str) or missing not in value:
+        return None
+    return (
+        f"{missing!r}, character {value.index(missing)} of {named[0]}, is not one it knows "
+        f"(KeyError: {missing!r})"
+    )
+
+
 def hf_config_of(hf_config: dict[str, Any]) -> Any:
     """transformers' config built from a description's ``hf_config``; raises
     :class:`HfConfigError` in one line when transformers refuses it."""
@@ -184,6 +199,7 @@ def hf_config_of(hf_config: dict[str, Any]) -> Any:
     except Exception as error:  # transformers' checks raise ValueError, TypeError, its own
         reason = error_line(error)
         named = _keys_named(hf_config, error, reason)
+        reason = _character_named(hf_config, error, named) or reason
         defaulted = _defaults_it_may_mean(config_type, hf_config, reason)
         hint = f" (at transformers' defaults here: {', '.join(defaulted)})" if defaulted else ""
         raise HfConfigError(

@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal, get_args
 
+from matrix.case.reading import CaseFileError, read_text
 from matrix.releases import release_key
 
 # Beside the sweep's code, not in matrix/registry/: the check cache's key digests that folder,
@@ -76,6 +77,16 @@ def parse_rows(text: str, source: Path) -> list[Row]:
     return rows
 
 
+def load_rows(path: Path) -> list[Row]:
+    """The rows of the baseline file ``path``, read as every input is (a regular UTF-8 file,
+    bounded); :class:`BaselineError`, one line, where it does not read."""
+    try:
+        text = read_text(path, what="a baseline")
+    except CaseFileError as error:
+        raise BaselineError(str(error)) from None
+    return parse_rows(text, path)
+
+
 def write_baseline(path: Path, rows: list[Row]) -> None:
     """Writes ``rows`` sorted by architecture."""
     ordered = sorted(rows, key=lambda row: row.architecture)
@@ -88,7 +99,7 @@ def read_baseline(version: str) -> tuple[Row, ...] | None:
     path = baseline_path(version)
     if not path.is_file():
         return None
-    return tuple(parse_rows(path.read_text(encoding="utf-8"), path))
+    return tuple(load_rows(path))
 
 
 def committed() -> dict[str, tuple[Row, ...]]:

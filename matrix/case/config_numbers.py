@@ -3,7 +3,8 @@ model, a description's ``hf_config``), checked before vLLM reads them, so that a
 is a line at its key rather than a traceback, a ``ZeroDivisionError`` in one line, or a billion
 layer objects: each is a whole number, at least one and within matrix/case/limits.py, and the
 KV heads are at most the attention heads and divide them (vLLM's attention layer refuses
-anything else). Pure: no vLLM here.
+anything else); the lengths vLLM derives ``max_model_len`` from are at least one, so that such
+a key is named rather than ``max_model_len``. Pure: no vLLM here.
 """
 
 from __future__ import annotations
@@ -53,6 +54,22 @@ def heads_problem(kv_heads: int, heads: int) -> str | None:
     return None
 
 
+# The keys vLLM derives a model's longest context from, the smallest it finds (vLLM's
+# ModelArchConfigConvertor.derive_max_model_len_and_key): one below 1 makes vLLM refuse the
+# model as a max_model_len "must be a positive integer", naming no key of the file.
+LENGTH_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+
+
 def number_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
     """The first key of ``config`` (a config.json's keys) whose number vLLM cannot build a
     model from, and why; None when every one it states is fine."""
@@ -61,6 +78,10 @@ def number_problem(config: Mapping[str, Any]) -> tuple[str, str] | None:
         problem = None if value is None else _count_problem(value, most, why)
         if problem is not None:
             return key, problem
+    for key in LENGTH_KEYS:
+        value = config.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 1:
+            return key, f"{value}: at least 1 (vLLM derives the model's max_model_len from it)"
     heads, kv_heads = config.get("num_attention_heads"), config.get("num_key_value_heads")
     if heads is not None and kv_heads is not None:
         problem = heads_problem(kv_heads, heads)

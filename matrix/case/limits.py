@@ -39,6 +39,12 @@ MAX_PICTURES = 1_000
 MAX_SPLITS = 1024
 MAX_WORKERS = 256
 
+# A GitHub workflow's ``strategy.matrix`` played here (python -m matrix.ci.play): GitHub makes
+# at most 256 jobs of one; the product of its lists is bounded before it is expanded (nine
+# lists of ten values would be a billion combinations), as are its include and exclude entries.
+MAX_MATRIX_JOBS = 256
+MAX_MATRIX_PRODUCT = 4_096
+
 # What a case builds and runs: name -> (default, the most ``limits: {name: N}`` may raise it
 # to, unit). Sized so real models' layouts fit with a wide margin.
 LIMITS: dict[str, tuple[int, int, str]] = {

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,34 @@ def _plain(
     return _construct(loader, node, path)
 
 
+# What a file that is neither a regular file nor a folder is, by its stat mode's test.
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_regular(mode: int) -> str:
+    """Why a file of stat ``mode`` (not a regular file) cannot be read as input, in words:
+    ``a FIFO, not a regular file``."""
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "a special file")
+    return f"{kind}, not a regular file"
+
+
+def special_file(path: Path) -> str | None:
+    """Why ``path`` (links followed) cannot be input, when it is neither a regular file nor a
+    folder (a FIFO, ``/dev/zero``): for a command that hands paths on to another reader
+    (pytest's collection) which would pass such a file over as "not found"; None otherwise,
+    a missing path included."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing, a dangling link, a NUL in the name: said later
+        return None
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else not_regular(mode)
+
+
 def read_text(path: Path, limit: int = MAX_FILE_BYTES, what: str = "a case") -> str:
     """The file as text, refusing what is not a regular UTF-8 file of at most ``limit`` bytes
     (``what`` the file is, for the message)."""
@@ -190,7 +219,7 @@ def read_text(path: Path, limit: int = MAX_FILE_BYTES, what: str = "a case") -> 
         with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as file:
             mode = os.fstat(file.fileno()).st_mode
             if not stat.S_ISREG(mode):  # (a directory raised already, when opened)
-                raise CaseFileError(path, 1, "cannot read: not a regular file (a FIFO? a device?)")
+                raise CaseFileError(path, 1, f"cannot read: {not_regular(mode)}")
             data = file.read(limit + 1)
     except OSError as error:
         raise CaseFileError(path, 1, f"cannot read: {error.strerror or error}") from None
@@ -278,9 +307,9 @@ def _yaml_problem(error: yaml.YAMLError, text: str) -> tuple[int, str]:
     return 1, str(error) or type(error).__name__
 
 
-def read_yaml(path: Path) -> tuple[Any, dict[Location, int]]:
-    """The file's plain data and the line of every key and item in it."""
-    text = read_text(path)
+def _load(path: Path, text: str, build: Callable[[_BoundedLoader, yaml.Node], Any]) -> Any:
+    """What ``build`` makes of the YAML ``text``'s node graph, once its size, depth, aliases
+    and tags are checked."""
     loader: _BoundedLoader | None = None
     try:
         loader = _BoundedLoader(text)  # checks every character, so it can raise too
@@ -288,12 +317,24 @@ def read_yaml(path: Path) -> tuple[Any, dict[Location, int]]:
         if root is None:
             raise CaseFileError(path, 1, "the file is empty")
         _check_expansion(path, root)
-        lines: dict[Location, int] = {}
-        data = _plain(loader, root, (), lines, path)
+        return build(loader, root)
     except yaml.YAMLError as error:
         line, message = _yaml_problem(error, text)
         raise CaseFileError(path, line, f"invalid YAML: {message}") from None
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def read_yaml(path: Path) -> tuple[Any, dict[Location, int]]:
+    """The file's plain data and the line of every key and item in it."""
+    lines: dict[Location, int] = {}
+    data = _load(path, read_text(path), lambda loader, root: _plain(loader, root, (), lines, path))
     return data, lines
+
+
+def read_yaml_data(path: Path, limit: int = MAX_FILE_BYTES, what: str = "a case") -> Any:
+    """A YAML file's data as PyYAML's safe loader reads it (YAML 1.1's booleans as keys too: a
+    GitHub workflow's ``on:``), the file read and bounded as :func:`read_yaml` reads one."""
+    text = read_text(path, limit, what)
+    return _load(path, text, lambda loader, root: _construct(loader, root, path))

@@ -12,7 +12,9 @@ shards of one run agree however many workers each machine has.
 
 What a part records of its whole run is :func:`selection_digest`: every file the run would
 collect (its path and content), the code, and what selects cells within them (``-k``, ``-m``,
-the variants): parts with different digests are not one run's. Pure, but for reading files.
+the variants): parts with different digests are not one run's. What it records of its own
+place is :func:`place_digest`, over that digest, its group of how many and its cells, so a
+merge tells a shard whose place was changed after it ran. Pure, but for reading files.
 """
 
 from __future__ import annotations
@@ -113,4 +115,13 @@ def selection_digest(files: Sequence[RunFile], code: str, selects: Sequence[str]
     """What makes a run's selection: its files (path keys and contents), the code and the
     options that select cells within them (``-k``, ``-m``, the variants)."""
     lines = [code, *(f"{f.key} {f.digest}" for f in files), *selects]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
+def place_digest(selection: str, group: int, splits: int, selected: Sequence[str]) -> str:
+    """A part's place in its run, as it ran: its run's selection digest, its group of how many
+    groups, and the cells its files gave. A merge computes it again from the part's report: a
+    shard 1 of 3 relabelled 1 of 1 (which merged into a release's report of its own 7 of the
+    run's 28 cells) or given fewer cells no longer matches."""
+    lines = [selection, f"{group} of {splits}", *selected]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]

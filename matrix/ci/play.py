@@ -66,6 +66,11 @@ class JobOutcome:
 def play(options: Options) -> list[JobOutcome]:
     """Plays the workflow's jobs in order; their outcomes (raises WorkflowError, ToxError)."""
     workflow = load_workflow(options.workflow)
+    # Every job's runs before anything runs: a matrix that cannot be played stops the play
+    # before the checkout is copied and the first job starts.
+    chosen = {
+        job_id: _runs(workflow, job_id, options) for job_id in chosen_jobs(workflow, options.jobs)
+    }
     env = {str(k): str(v) for k, v in (workflow.get("env") or {}).items()}
     if options.shards is not None:
         env["SHARDS"] = str(options.shards)
@@ -77,10 +82,7 @@ def play(options: Options) -> list[JobOutcome]:
     with _forks(options) as server:
         if server is not None:  # how each step's python -m matrix.ci.fork finds it
             env.update(server.variables)
-        for job_id in chosen_jobs(workflow, options.jobs):
-            runs = [r for r in job_runs(workflow, job_id) if selected(r, options)]
-            if not runs:
-                raise WorkflowError(f"job {job_id}: --release/--shards leave none of its runs")
+        for job_id, runs in chosen.items():
             needed = needs_of(workflow["jobs"][job_id])
             status = Status(failed=not all(succeeded[n] for n in needed))
             for run in runs:
@@ -88,6 +90,18 @@ def play(options: Options) -> list[JobOutcome]:
                 outcomes.append(_play_job(run, workflow, env, status, home, checkout, options))
             succeeded[job_id] = all(o.status == "success" for o in outcomes if o.job == job_id)
     return outcomes
+
+
+def _runs(workflow: dict[str, Any], job_id: str, options: Options) -> list[JobRun]:
+    """The runs of a job the options select (:class:`WorkflowError` when its matrix cannot be
+    played, or they select none)."""
+    try:
+        runs = [r for r in job_runs(workflow, job_id) if selected(r, options)]
+    except WorkflowError as error:  # its strategy.matrix
+        raise WorkflowError(f"{options.workflow}: job {job_id}: {error}") from None
+    if not runs:
+        raise WorkflowError(f"job {job_id}: --release/--shards leave none of its runs")
+    return runs
 
 
 def _forks(options: Options) -> contextlib.AbstractContextManager[ForkServer | None]:
@@ -188,6 +202,17 @@ def _play_step(
     return steps.run_script(name, script, shell, variables, place, seconds, options.verbose)
 
 
+def _make_out(out: Path) -> None:
+    """``--out``'s folder, made where it is not (:class:`steps.StepError` in one line where it
+    cannot be: a file by that name, a folder not writable)."""
+    if out.exists() and not out.is_dir():
+        raise steps.StepError(f"--out {out}: not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise steps.StepError(f"--out {out}: {error.strerror or error}") from None
+
+
 def _evaluated(mapping: Any, contexts: dict[str, Any]) -> dict[str, str]:
     return {str(k): interpolate(str(v), contexts) for k, v in (mapping or {}).items()}
 
@@ -229,8 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         repo = (given.repo or steps.repository_of(given.workflow)).resolve()
         out = (given.out or Path(tempfile.mkdtemp(prefix="play-workflow-"))).resolve()
-        out.mkdir(parents=True, exist_ok=True)
-        options = Options(given.workflow.resolve(), repo, out, tuple(given.release), given.shards)
+        _make_out(out)
+        options = Options(given.workflow.absolute(), repo, out, tuple(given.release), given.shards)
         options = replace(options, jobs=tuple(given.job))
         options = replace(options, here=given.here, fresh=given.fresh, pytest_args=extra)
         outcomes = play(replace(options, inherit=tuple(given.inherit), verbose=given.verbose))

@@ -11,13 +11,15 @@ literals, ``!``, ``&&``, ``||``, ``==``, ``!=``, parentheses, and the status fun
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from matrix.case.limits import MAX_MATRIX_JOBS, MAX_MATRIX_PRODUCT
+from matrix.case.reading import CaseFileError, read_yaml_data
 
 # What an expression gives: a string, number, bool, None or a mapping (a context).
 Value = Any
@@ -44,11 +46,12 @@ class JobRun:
 
 
 def load_workflow(path: Path) -> dict[str, Any]:
-    """The workflow file as data (YAML 1.1's ``on: true`` read back as ``on``)."""
+    """The workflow file as data (YAML 1.1's ``on: true`` read back as ``on``), read as every
+    input is (a regular file, bounded: never a FIFO waited on or ``/dev/zero`` read whole)."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
-        raise WorkflowError(f"{path}: {' '.join(str(error).split())}") from None
+        data = read_yaml_data(path, what="a workflow")
+    except CaseFileError as error:
+        raise WorkflowError(str(error)) from None
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict):
         raise WorkflowError(f"{path}: not a workflow (no jobs)")
     if True in data:
@@ -60,16 +63,25 @@ def expand_matrix(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The combinations of a ``strategy.matrix``, in GitHub's order: the product of its lists,
     less those an ``exclude`` entry matches; then each ``include`` entry added to every one of
     those it would not overwrite an original value of, or else as a combination of its own."""
+    if not isinstance(matrix, Mapping):
+        raise WorkflowError(f"matrix: {str(matrix)[:60]!r} is not a mapping (cannot play it)")
     keys = [key for key in matrix if key not in ("include", "exclude")]
     for key in keys:
         if not isinstance(matrix[key], list):
-            raise WorkflowError(f"matrix.{key}: {matrix[key]!r} is not a list (cannot play it)")
+            raise WorkflowError(f"matrix.{key}: {matrix[key]!r:.60} is not a list (cannot play it)")
+    size = math.prod(len(matrix[key]) for key in keys) if keys else 0
+    if size > MAX_MATRIX_PRODUCT:
+        raise WorkflowError(
+            f"matrix: its {len(keys)} lists make {size:,} combinations, over the "
+            f"{MAX_MATRIX_PRODUCT:,} this player expands (GitHub runs at most "
+            f"{MAX_MATRIX_JOBS} jobs of a matrix)"
+        )
+    excluded, included = _entries(matrix, "exclude"), _entries(matrix, "include")
     combos = [dict(zip(keys, values, strict=True)) for values in _product(matrix, keys)]
-    excluded = list(matrix.get("exclude") or [])
     combos = [c for c in combos if not any(_matches(c, entry) for entry in excluded)]
     originals = [dict(c) for c in combos]  # an include extends these, never a new one
     added: list[dict[str, Any]] = []
-    for entry in matrix.get("include") or []:
+    for entry in included:
         fitting = [
             combo
             for combo, original in zip(combos, originals, strict=True)
@@ -80,7 +92,25 @@ def expand_matrix(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
         if not fitting:
             added.append(dict(entry))
     combos += added
+    if len(combos) > MAX_MATRIX_JOBS:
+        raise WorkflowError(
+            f"matrix: {len(combos):,} jobs, over the {MAX_MATRIX_JOBS} GitHub runs of a matrix"
+        )
     return combos
+
+
+def _entries(matrix: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    """A matrix's ``include`` or ``exclude``: a list of mappings, at most as many as a
+    matrix's jobs."""
+    entries = matrix.get(key) or []
+    if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
+        raise WorkflowError(f"matrix.{key}: {entries!r:.60} is not a list of mappings")
+    if len(entries) > MAX_MATRIX_JOBS:
+        raise WorkflowError(
+            f"matrix.{key}: {len(entries):,} entries, over the {MAX_MATRIX_JOBS} GitHub runs of "
+            "a matrix"
+        )
+    return entries
 
 
 def _product(matrix: Mapping[str, Any], keys: Sequence[str]) -> list[tuple[Any, ...]]:

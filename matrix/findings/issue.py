@@ -47,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--reports",
         type=Path,
         action="append",
-        help=f"folders of JSON reports of a run over docs/findings (default: {FINDINGS_REPORTS} "
-        f"and {FINDINGS_REPORTS / 'patched'})",
+        help=f"folders (or files) of JSON reports of a run over docs/findings (default: "
+        f"{FINDINGS_REPORTS} and {FINDINGS_REPORTS / 'patched'})",
     )
     parser.add_argument(
         "--patch-url",
@@ -181,8 +181,15 @@ def case_name(finding: Finding) -> str:
     return found.group(1) if found else finding.name
 
 
-def _reports(folders: Sequence[Path]) -> list[ReleaseReport]:
-    files = [f for d in folders if d.is_dir() for f in sorted(d.glob("vllm-*.json"))]
+def _reports(folders: Sequence[Path], named: bool) -> list[ReleaseReport]:
+    """The reports in ``folders``; a path the user ``named`` that is no folder is read as a
+    report, so a missing one or ``/dev/zero`` is refused in a line, not passed over."""
+    files: list[Path] = []
+    for path in folders:
+        if path.is_dir():
+            files += sorted(path.glob("vllm-*.json"))
+        elif named:
+            files.append(path)
     return [r for f in files for r in load_reports([f]).values()]
 
 
@@ -192,7 +199,7 @@ def main(options: argparse.Namespace) -> int:
     try:
         finding = find(DOC.read_text(encoding="utf-8"), options.name)
         patches = {v: p for v in patched_versions() if (p := finding_patch(finding, v))}
-        reports = _reports(folders)
+        reports = _reports(folders, named=options.reports is not None)
         body = issue_body(finding, reports, patches, options.patch_url)
     except (FindingError, ReportError) as error:
         print(f"matrix finding: {error}", file=sys.stderr)

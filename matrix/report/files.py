@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from matrix.case.split import place_digest
 from matrix.judge.result import CellResult, wholly_skipped
 from matrix.report.drawing import draw_all
 from matrix.report.fitting import fit_prose, fit_table, fits, terminal_width
@@ -42,13 +43,14 @@ class Shard:
     suite: str = ""  # the case folder's suite (matrix.case.shipped.SUITES): its reports' prefix
 
     def to_dict(self) -> dict[str, Any]:
-        """The report's ``shard`` field."""
+        """The report's ``shard`` field, its place sealed (``place``: split.place_digest)."""
         return {
             "group": self.group,
             "splits": self.splits,
             "selected": list(self.selected),
             "selection": self.selection,
             "suite": self.suite,
+            "place": place_digest(self.selection, self.group, self.splits, self.selected),
         }
 
 

@@ -84,16 +84,32 @@ def merge_shards(reports: Sequence[ShardReport], others: Sequence[ShardReport] =
 
 
 def _elsewhere(first: ShardReport, absent: Sequence[int], others: Sequence[ShardReport]) -> str:
-    """Where an absent group is a shard of the same split and selection on another vLLM:
-    that shard's release differs, which is what to say, not only that the group is absent."""
+    """Where an absent group is a shard of the same split and selection merged apart (another
+    suite, another vLLM): what differs is what to say, not only that the group is absent."""
     for other in others:
         split = (other.shard.splits, other.shard.selection)
         if split == (first.shard.splits, first.shard.selection) and other.shard.group in absent:
-            return (
-                f": {other.path} is group {other.shard.group}, but ran vLLM "
-                f"{other.info.vllm_version}, not {first.info.vllm_version}"
-            )
+            return f": {other.path} is group {other.shard.group}, but {_apart(first, other)}"
     return ""
+
+
+def _apart(first: ShardReport, other: ShardReport) -> str:
+    """Why ``other`` is merged apart from ``first`` (``by_release``'s key differs): its suite,
+    its vLLM's version, or where that vLLM came from."""
+    if other.shard.suite != first.shard.suite:
+        return f"is of {_suite(other.shard.suite)}, not {_suite(first.shard.suite)}"
+    if other.info.vllm_version != first.info.vllm_version:
+        return f"ran vLLM {other.info.vllm_version}, not {first.info.vllm_version}"
+    return f"ran vLLM {other.info.vllm_version} {_build(other)}, not {_build(first)}"
+
+
+def _suite(suite: str) -> str:
+    return f"the {suite} suite" if suite else "the shipped cases"
+
+
+def _build(report: ShardReport) -> str:
+    source = report.info.source
+    return f"from the {source.describe()}" if source is not None else "as released"
 
 
 def combine_shards(reports: Sequence[ShardReport]) -> Merged:

@@ -1,8 +1,10 @@
 """A shard report read back: a release report with a ``shard`` field, its group, the number of
 groups, the cells its files gave (after ``-k`` and ``-m``), and the digest of the run's whole
 selection (every file the run collects, the code, ``-k``, ``-m``, the variants), so that
-``merge`` can tell a missing shard from a smaller run, and shards of two runs apart. Every field
-is checked (``report_data``, then the shard's own).
+``merge`` can tell a missing shard from a smaller run, and shards of two runs apart; and a
+digest of its place over them (``split.place_digest``), so a shard whose group, splits or cells
+were changed after it ran is refused. Every field is checked (``report_data``, then the
+shard's own).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from matrix.judge.result import CellResult
 from matrix.report.files import SHARD_FIELD, RunInfo, Shard
 from matrix.report.report_data import NotAReport, ReportError, read_report
 
-SELECTION = re.compile(r"[0-9a-f]{16}")  # a selection digest (matrix.case.split)
+SELECTION = re.compile(r"[0-9a-f]{16}")  # a selection or place digest (matrix.case.split)
 
 
 class MergeError(Exception):
@@ -61,7 +63,7 @@ def load_shard(path: Path) -> ShardReport:
 
 def _shard(path: Path, shard: dict[str, Any]) -> Shard:
     """A report's ``shard`` field: group K of N (at most the finest split a run makes), its
-    selected cells' ids, and its run's selection digest."""
+    selected cells' ids, its run's selection digest, and its place sealed over them."""
     splits, group = (_whole(path, key, shard.get(key)) for key in ("splits", "group"))
     selected, selection = shard.get("selected"), shard.get("selection")
     if not isinstance(selection, str) or SELECTION.fullmatch(selection) is None:
@@ -85,7 +87,25 @@ def _shard(path: Path, shard: dict[str, Any]) -> Shard:
     if suite not in SUITES:
         named = ", ".join(repr(s) for s in SUITES if s)
         raise MergeError(f"{path}: shard.suite: {suite!r:.40} is not a suite ({named} or none)")
-    return Shard(group, splits, tuple(selected), selection, suite)
+    read = Shard(group, splits, tuple(selected), selection, suite)
+    _check_place(path, shard.get("place"), read)
+    return read
+
+
+def _check_place(path: Path, place: Any, shard: Shard) -> None:
+    """Refuses a shard whose group, splits or cells are not those it ran with: its ``place``
+    is computed again from them (``split.place_digest``)."""
+    if not isinstance(place, str) or SELECTION.fullmatch(place) is None:
+        raise MergeError(
+            f"{path}: shard.place: {place!r:.40} is not a place digest (a shard written by an "
+            "older matrix: run it again)"
+        )
+    if place != shard.to_dict()["place"]:
+        raise MergeError(
+            f"{path}: shard: group {shard.group} of {shard.splits} with "
+            f"{len(shard.selected)} selected cells is not the place it ran in (shard.place "
+            "differs: its group, splits or cells were changed after the run)"
+        )
 
 
 def _whole(path: Path, key: str, value: Any) -> int:

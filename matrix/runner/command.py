@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from matrix.case.expansion import CASE_SUFFIXES
+from matrix.case.reading import special_file
 from matrix.case.shipped import shipped_cases
 from matrix.installed import installed_source, installed_vllm_version
 from matrix.report.files import REPORT_SUFFIXES, Shard, print_summary, write_report
@@ -41,6 +43,10 @@ def run_command(pytest_args: Sequence[str], cases: Path | None = None, suite: st
     """Runs the plan the arguments make over ``cases`` (the shipped ones unless given, the
     ``suite`` its reports are named after); pytest's exit code (4 for arguments it cannot
     run)."""
+    special = _special_case_file(pytest_args)
+    if special is not None:
+        print(f"matrix {suite or 'run'}: {special}", file=sys.stderr)
+        return int(pytest.ExitCode.USAGE_ERROR)
     version = installed_vllm_version()
     if version is None:
         print("matrix: cannot run: vLLM is not installed (use tox -e vllm033)", file=sys.stderr)
@@ -67,6 +73,17 @@ def run_command(pytest_args: Sequence[str], cases: Path | None = None, suite: st
         return _forked(plan, [*common, *plan.pytest_args], outputs)
     args = [*common, *_shard_args(plan, outputs), *plan.pytest_args]
     return int(pytest.main(args))
+
+
+def _special_case_file(pytest_args: Sequence[str]) -> str | None:
+    """A case file or test module named among pytest's arguments that is a FIFO or a device
+    (a link to ``/dev/zero``), which pytest's collection would pass over as "not found": said
+    as what it is, in one line, before vLLM's import."""
+    for arg in pytest_args:
+        path = Path(arg.split("::", 1)[0])
+        if path.suffix in (*CASE_SUFFIXES, ".py") and (problem := special_file(path)):
+            return f"{arg}: cannot read: {problem}"
+    return None
 
 
 def _shard_args(plan: RunPlan, outputs: list[Path]) -> list[str]:

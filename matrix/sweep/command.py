@@ -9,6 +9,7 @@ so a second sweep of an unchanged install answers without importing vLLM.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -25,9 +26,11 @@ from matrix.case.baselines import (
     baseline_path,
     changes,
     committed,
-    parse_rows,
+    load_rows,
     write_baseline,
 )
+from matrix.case.limits import MAX_WORKERS
+from matrix.case.reading import one_line
 from matrix.installed import installed_vllm_version
 from matrix.sweep.summary import change_lines, cross_release_lines, summary_lines
 
@@ -52,7 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-cache", action="store_true", help="derive afresh, not from the check cache"
     )
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers at once")
+    parser.add_argument(
+        "--jobs", type=int, default=min(os.cpu_count() or 1, MAX_WORKERS), help="workers at once"
+    )
     parser.add_argument("--json", type=Path, help="write every architecture's row as JSON")
     parser.add_argument(
         "--cells",
@@ -97,9 +102,14 @@ def swept_rows(jobs: int, cached: bool = True) -> list[Row]:
     return rows
 
 
+class SweepError(Exception):
+    """What the command line asks that the sweep cannot do; the message is one line."""
+
+
 def derive_all(jobs: int, only: list[str] | None = None, part: int | None = None) -> list[Row]:
     """Imports vLLM (once, saying so), then every architecture in scope (or ``only``, or the
-    ``part``-th chunk) in forked workers, with progress on stderr."""
+    ``part``-th chunk) in forked workers, with progress on stderr; :class:`SweepError` for a
+    name in ``only`` that is no architecture in scope."""
     from matrix.tools.check_cache import import_vllm_saying
 
     import_vllm_saying("sweep", "to derive every architecture's layout")
@@ -109,6 +119,10 @@ def derive_all(jobs: int, only: list[str] | None = None, part: int | None = None
 
     architectures = in_scope()
     if only is not None:
+        names = [a.name for a in architectures]
+        unknown = [name for name in only if name not in names]
+        if unknown:
+            raise SweepError(_not_in_scope(unknown[0], names))
         architectures = [a for a in architectures if a.name in only]
     chunks = chunks_of(architectures)
     if part is not None:  # as the whole sweep's worker takes it
@@ -121,15 +135,43 @@ def derive_all(jobs: int, only: list[str] | None = None, part: int | None = None
     return sorted(rows, key=lambda row: row.architecture)
 
 
+def _not_in_scope(name: str, names: list[str]) -> str:
+    guess = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f": did you mean {guess[0]}?" if guess else ""
+    return f"--only {name!r:.80}: not an architecture the sweep covers here{hint}"
+
+
 def _baseline(options: argparse.Namespace, version: str) -> list[Row] | None:
-    path = options.baseline or baseline_path(version)
-    if not path.is_file():
+    """The baseline to compare with: the one ``--baseline`` names (refused unless it reads),
+    else the release's committed one, None where none is committed."""
+    if options.baseline is None and not baseline_path(version).is_file():
         return None
-    return parse_rows(path.read_text(encoding="utf-8"), path)
+    return load_rows(options.baseline or baseline_path(version))
+
+
+def _arguments_problem(options: argparse.Namespace) -> str | None:
+    """What is wrong with the sweep's flags, before anything is imported or derived."""
+    from matrix.sweep.workers import CHUNKS
+
+    if not 1 <= options.jobs <= MAX_WORKERS:
+        return f"--jobs {options.jobs}: a number of workers from 1 to {MAX_WORKERS}"
+    if options.part is not None and not 1 <= options.part <= CHUNKS:
+        return f"--part {options.part}: 1 to {CHUNKS}"
+    # A class name, or no architecture at all: said before vLLM's import.
+    named = [name for name in options.only or [] if not name.isidentifier()]
+    if named:
+        return _not_in_scope(named[0], [])
+    if options.json is not None and options.json.is_dir():
+        return f"--json {options.json}: a folder, not a file to write"
+    return None
 
 
 def main(options: argparse.Namespace) -> int:
     """Runs the sweep the options ask for; returns the exit code."""
+    problem = _arguments_problem(options)
+    if problem is not None:
+        print(f"matrix sweep: {one_line(problem)}", file=sys.stderr)
+        return 2
     if options.cells:
         from matrix.runner.command import run_command
         from matrix.sweep.cells import CELLS
@@ -151,27 +193,30 @@ def main(options: argparse.Namespace) -> int:
         return 2
     try:
         baseline = _baseline(options, version)
-    except (BaselineError, OSError) as error:
-        print(f"matrix sweep: {error}".splitlines()[0], file=sys.stderr)
+    except BaselineError as error:
+        print(f"matrix sweep: {error}", file=sys.stderr)
         return 2
     began = time.monotonic()
-    from matrix.sweep.workers import CHUNKS
-
-    if options.part is not None and not 1 <= options.part <= CHUNKS:
-        print(f"matrix sweep: --part {options.part}: 1 to {CHUNKS}", file=sys.stderr)
-        return 2
     only = set(options.only) if options.only else None
-    if only or options.part:
-        rows = derive_all(options.jobs, sorted(only) if only else None, options.part)
-        only = {row.architecture for row in rows}
-    else:
-        rows = swept_rows(options.jobs, not options.no_cache)
+    try:
+        if only or options.part:
+            rows = derive_all(options.jobs, sorted(only) if only else None, options.part)
+            only = {row.architecture for row in rows}
+        else:
+            rows = swept_rows(options.jobs, not options.no_cache)
+    except SweepError as error:
+        print(f"matrix sweep: {one_line(str(error))}", file=sys.stderr)
+        return 2
     print(f"sweep: {time.monotonic() - began:.1f} s", file=sys.stderr)
     for line in summary_lines(rows):
-        print(line)
+        print(one_line(line))
     if options.json:
-        options.json.parent.mkdir(parents=True, exist_ok=True)
-        options.json.write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+        try:
+            options.json.parent.mkdir(parents=True, exist_ok=True)
+            options.json.write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+        except OSError as error:
+            print(f"matrix sweep: cannot write --json {options.json}: {error}", file=sys.stderr)
+            return 2
     if options.record:
         if only:
             print("matrix sweep: --record takes the whole registry", file=sys.stderr)
@@ -186,5 +231,5 @@ def main(options: argparse.Namespace) -> int:
     found = changes(held, rows)
     print()
     for line in change_lines(found, version):
-        print(line)
+        print(one_line(line))  # a baseline's names are input: never a terminal's escapes
     return 1 if found else 0
