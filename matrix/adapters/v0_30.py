@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from vllm.v1.core.sched.scheduler import Scheduler
-
 from matrix.adapters.config import async_refusal, scheduler_settings
 from matrix.adapters.connectors import family_of
 from matrix.adapters.connectors.tier import never_loads
@@ -23,12 +21,13 @@ from matrix.adapters.requirements import (
     INDEXED_RUNNER_OUTPUT,
     SHARED_REQUIREMENTS,
     Requirement,
-    init_assigns,
     missing_scheduler_settings,
     release_failure_policies,
     release_mamba_modes,
+    required,
 )
 from matrix.adapters.startup import startable
+from matrix.adapters.surface import NO_SPEC_MARGIN
 from matrix.case.format import CaseFile
 
 
@@ -55,14 +54,7 @@ class Vllm030:
     requirements: ClassVar[tuple[Requirement, ...]] = (
         *SHARED_REQUIREMENTS,
         INDEXED_RUNNER_OUTPUT,
-        Requirement(
-            "an admission with no speculative-decode margin (0.30's; with "
-            "Scheduler._spec_decode_step_blocks a later adapter applies)",
-            lambda: (
-                not hasattr(Scheduler, "_spec_decode_step_blocks")
-                and not init_assigns("_spec_decode_step_blocks")
-            ),
-        ),
+        required(NO_SPEC_MARGIN),
     )
 
     def __init__(self, release: str) -> None:

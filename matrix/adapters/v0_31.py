@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
-from vllm.v1.core.sched.scheduler import Scheduler
-
+from matrix.adapters import surface
 from matrix.adapters.handle import Handle
 from matrix.adapters.requirements import (
     INDEXED_RUNNER_OUTPUT,
     SHARED_REQUIREMENTS,
     Requirement,
-    accepts,
+    required,
 )
 from matrix.adapters.v0_30 import Vllm030, Vllm030Handle
 
@@ -38,10 +36,7 @@ class Vllm031Handle(Vllm030Handle):
         return {"prefill_end": max(request.num_prompt_tokens, request.num_tokens - 1)}
 
 
-PREFILL_END = Requirement(
-    "KVCacheCoordinator.get_num_blocks_to_allocate(prefill_end=...)",
-    lambda: accepts(KVCacheCoordinator.get_num_blocks_to_allocate, "prefill_end"),
-)
+PREFILL_END = required(surface.PREFILL_END)
 
 
 class Vllm031(Vllm030):
@@ -52,8 +47,5 @@ class Vllm031(Vllm030):
         *SHARED_REQUIREMENTS,
         INDEXED_RUNNER_OUTPUT,
         PREFILL_END,
-        Requirement(
-            "the Scheduler._spec_decode_step_blocks() method (0.31's margin)",
-            lambda: callable(getattr(Scheduler, "_spec_decode_step_blocks", None)),
-        ),
+        required(surface.SPEC_MARGIN_METHOD),
     )

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from vllm.v1.core.sched.scheduler import Scheduler
-
 from matrix.adapters.handle import Handle
 from matrix.adapters.requirements import (
     INDEXED_RUNNER_OUTPUT,
     SHARED_REQUIREMENTS,
     Requirement,
-    init_assigns,
+    required,
 )
+from matrix.adapters.surface import SPEC_MARGIN_ATTRIBUTE
 from matrix.adapters.v0_31 import PREFILL_END, Vllm031, Vllm031Handle
 
 
@@ -33,13 +32,7 @@ class Vllm032Handle(Vllm031Handle):
         self.scheduler._spec_decode_step_blocks = 0
 
 
-SPEC_STEP_ATTRIBUTE = Requirement(
-    "the int attribute Scheduler._spec_decode_step_blocks set in __init__ (0.32's margin)",
-    lambda: (
-        init_assigns("_spec_decode_step_blocks")
-        and not callable(getattr(Scheduler, "_spec_decode_step_blocks", None))
-    ),
-)
+SPEC_STEP_ATTRIBUTE = required(SPEC_MARGIN_ATTRIBUTE)
 
 
 class Vllm032(Vllm031):

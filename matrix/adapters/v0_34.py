@@ -19,12 +19,8 @@ from vllm.v1.outputs import ModelRunnerOutput
 
 from matrix.adapters.engine_loop import Worker
 from matrix.adapters.handle import Handle
-from matrix.adapters.requirements import (
-    SHARED_REQUIREMENTS,
-    Requirement,
-    accepts,
-    init_assigns,
-)
+from matrix.adapters.requirements import SHARED_REQUIREMENTS, Requirement, required
+from matrix.adapters.surface import PARKED_RESERVATIONS, RUNNER_OUTPUT_034
 from matrix.adapters.v0_31 import PREFILL_END
 from matrix.adapters.v0_32 import SPEC_STEP_ATTRIBUTE, Vllm032, Vllm032Handle
 
@@ -62,16 +58,6 @@ class Vllm034(Vllm032):
         *SHARED_REQUIREMENTS,
         PREFILL_END,
         SPEC_STEP_ATTRIBUTE,
-        Requirement(
-            "ModelRunnerOutput(req_ids, sampled_token_ids, kv_connector_output) (0.34's, "
-            "without req_id_to_index)",
-            lambda: (
-                accepts(ModelRunnerOutput, "req_ids", "sampled_token_ids", "kv_connector_output")
-                and not accepts(ModelRunnerOutput, "req_id_to_index")
-            ),
-        ),
-        Requirement(
-            "Scheduler._parked_reservations (parked async loads, their reservations cached)",
-            lambda: init_assigns("_parked_reservations"),
-        ),
+        required(RUNNER_OUTPUT_034),
+        required(PARKED_RESERVATIONS),
     )
