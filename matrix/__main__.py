@@ -1,5 +1,5 @@
 """Command line: ``python -m matrix COMMAND``: run, connectors, merge, validate, crossversion,
-schema, bench, show-layout, sweep, explore, live, upstream, bisect, finding."""
+schema, bench, show-layout, sweep, explore, live, upstream, bisect, finding, releases."""
 
 from __future__ import annotations
 
@@ -171,11 +171,18 @@ def main(argv: list[str] | None = None) -> int:
     from matrix.findings import issue as finding
 
     finding.add_arguments(commands.add_parser("finding", help="a finding as a vLLM bug report"))
+    from matrix.release_process import command as releases
+
+    releases.add_arguments(
+        commands.add_parser("releases", help="vLLM's releases on the index; add one, probe it")
+    )
     options = parser.parse_args(argv)
     if options.command == "bisect":
         return bisect.main(options)
     if options.command == "finding":
         return finding.main(options)
+    if options.command == "releases":
+        return releases.main(options)
     if options.command == "live":
         return live_cli.run(options)
     if options.command == "upstream":

@@ -43,9 +43,20 @@ def release_of(version: str) -> str:
     return "{}.{}".format(*release_key(version))
 
 
+def newest_release() -> str:
+    """The newest release the table knows: the default everywhere a release is not named."""
+    return max(RELEASES, key=release_key)
+
+
+def env_name(release: str, family: str = "vllm") -> str:
+    """A release's tox env of ``family`` (``vllm``, ``sweep``, ``upstream``...): ``vllm034``."""
+    return family + release.replace(".", "")
+
+
 def nearest_release(version: str) -> str:
     """The known release an installed version is driven as: itself when known, else the newest
-    known release not newer than it (a dev build of 0.34 is tried as 0.33), else the oldest."""
+    known release not newer than it (a dev build of the next release is tried as the newest
+    known one), else the oldest."""
     key = release_key(version)
     known = sorted(RELEASES, key=release_key)
     older = [r for r in known if release_key(r) <= key]
@@ -57,7 +68,7 @@ def shipped_variant(version: str | None, dev_build: bool = False) -> BuiltInVari
     exactly like it. Without a version nothing runs, and the newest release's is as good as
     any. A dev build (a checkout or a local wheel) is held to the newest release's: a branch
     is expected to keep the fix."""
-    newest = max(RELEASES, key=release_key)
+    newest = newest_release()
     return RELEASES[newest if dev_build else nearest_release(version or newest)].ships
 
 
