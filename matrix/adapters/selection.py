@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from matrix.adapters.protocol import Refused, UnsupportedRelease, VersionAdapter
 from matrix.installed import installed_vllm_version
-from matrix.releases import RELEASES, nearest_release, release_label
+from matrix.releases import RELEASES, env_name, nearest_release, newest_release, release_label
 
 if TYPE_CHECKING:  # imports vLLM
     from matrix.adapters.v0_30 import Vllm030
@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # imports vLLM
 def _version(version: str | None) -> str:
     version = installed_vllm_version() if version is None else version
     if version is None:
-        raise UnsupportedRelease("vLLM is not installed (run through tox, e.g. tox -e vllm033)")
+        env = env_name(newest_release())
+        raise UnsupportedRelease(f"vLLM is not installed (run through tox, e.g. tox -e {env})")
     return version
 
 

@@ -21,6 +21,7 @@ from matrix.case.expansion import CASE_SUFFIXES
 from matrix.case.reading import special_file
 from matrix.case.shipped import shipped_cases
 from matrix.installed import installed_source, installed_vllm_version
+from matrix.releases import env_name, newest_release
 from matrix.report.files import REPORT_SUFFIXES, Shard, print_summary, write_report
 from matrix.report.merge import merge_shards, report_stem
 from matrix.report.shard_reports import MergeError, load_shard
@@ -49,7 +50,8 @@ def run_command(pytest_args: Sequence[str], cases: Path | None = None, suite: st
         return int(pytest.ExitCode.USAGE_ERROR)
     version = installed_vllm_version()
     if version is None:
-        print("matrix: cannot run: vLLM is not installed (use tox -e vllm033)", file=sys.stderr)
+        env = env_name(newest_release())
+        print(f"matrix: cannot run: vLLM is not installed (use tox -e {env})", file=sys.stderr)
         return 2
     try:
         plan = plan_run(pytest_args)

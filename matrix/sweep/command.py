@@ -32,6 +32,7 @@ from matrix.case.baselines import (
 from matrix.case.limits import MAX_WORKERS
 from matrix.case.reading import one_line
 from matrix.installed import installed_vllm_version
+from matrix.releases import env_name, newest_release
 from matrix.sweep.summary import change_lines, cross_release_lines, summary_lines
 
 ROWS = TypeAdapter(list[Row])
@@ -189,7 +190,8 @@ def main(options: argparse.Namespace) -> int:
         return 0
     version = installed_vllm_version()
     if version is None:
-        print("matrix sweep: vLLM is not installed (use tox -e sweep033)", file=sys.stderr)
+        env = env_name(newest_release(), "sweep")
+        print(f"matrix sweep: vLLM is not installed (use tox -e {env})", file=sys.stderr)
         return 2
     try:
         baseline = _baseline(options, version)

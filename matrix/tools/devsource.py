@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from matrix.installed import git
+from matrix.releases import newest_release
 
 INSTALLER = "matrix"  # the dist-info INSTALLER of what this module installed
 PTH_NAME = "matrix-vllm-source.pth"
@@ -57,7 +58,8 @@ def checkout_version(checkout: Path) -> str:
         tag, commits, sha = match.groups()
         return tag if commits == "0" else f"{tag}+{commits}.g{sha}"
     raise SourceError(
-        f"{checkout}: no version (no vllm/_version.py, no v* git tag): set VLLM_VERSION=0.33.0"
+        f"{checkout}: no version (no vllm/_version.py, no v* git tag): set VLLM_VERSION "
+        f"(such as {newest_release()}.0)"
     )
 
 

@@ -28,6 +28,7 @@ from typing import Any
 from matrix.adapters.runtime import OFFLINE
 from matrix.case.reading import CaseFileError
 from matrix.installed import vllm_cache_root
+from matrix.releases import env_name, newest_release
 from matrix.tools.devsource import SourceError
 from matrix.upstream.expected import (
     TIERS,
@@ -216,7 +217,8 @@ def main(options: argparse.Namespace) -> int:
 
     version = installed_vllm_version()
     if version is None:
-        print("matrix upstream: vLLM is not installed (use tox -e upstream033)", file=sys.stderr)
+        env = env_name(newest_release(), "upstream")
+        print(f"matrix upstream: vLLM is not installed (use tox -e {env})", file=sys.stderr)
         return 2
     extra = [a for a in options.pytest_args if a != "--"]
     try:
