@@ -28,6 +28,7 @@ from tests.helpers import REPO, needs_vllm
 DOC = REPO / "docs" / "ci.md"
 WORKFLOW = REPO / "docs" / "ci" / "github-workflow.yml"
 PIPELINE = REPO / "docs" / "ci" / "buildkite-pipeline.yml"
+SCHEDULED = REPO / "docs" / "ci" / "github-releases.yml"
 TOX_INI = REPO / "tox.ini"
 
 
@@ -39,7 +40,7 @@ def doc_copy(path: Path) -> str:
     return text[start : text.index("\n```\n", start) + 1]
 
 
-@pytest.mark.parametrize("path", [WORKFLOW, PIPELINE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [WORKFLOW, PIPELINE, SCHEDULED], ids=lambda p: p.name)
 def test_the_doc_shows_each_template_as_it_is(path: Path) -> None:
     assert doc_copy(path) == path.read_text(encoding="utf-8"), (
         f"docs/ci.md's copy of {path.relative_to(REPO)} differs from the file: paste its text"
@@ -111,11 +112,11 @@ def broken(tmp_path: Path, path: Path, old: str, new: str) -> Path:
     return copy
 
 
-def test_actionlint_and_shellcheck_pass_the_workflow(tmp_path: Path) -> None:
+def test_actionlint_and_shellcheck_pass_the_workflows(tmp_path: Path) -> None:
     actionlint = tool("actionlint")
     shellcheck = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or ""
     command = [actionlint, f"-shellcheck={shellcheck}", "-pyflakes=", "-no-color"]
-    done = lint([*command, str(WORKFLOW)])
+    done = lint([*command, str(WORKFLOW), str(SCHEDULED)])
     assert done.returncode == 0 and not done.stdout, done.stdout + done.stderr
     # It checks each action's inputs against its version, and (with shellcheck) the scripts.
     misspelt = broken(tmp_path, WORKFLOW, "merge-multiple:", "merge-multipl:")
@@ -129,9 +130,10 @@ def test_actionlint_and_shellcheck_pass_the_workflow(tmp_path: Path) -> None:
     ("path", "schema", "old", "new"),
     [
         (WORKFLOW, "vendor.github-workflows", "runs-on:", "run-on:"),
+        (SCHEDULED, "vendor.github-workflows", "cron:", "crontab:"),
         (PIPELINE, "vendor.buildkite", "parallelism: 3", "parallelism: three"),
     ],
-    ids=["github", "buildkite"],
+    ids=["github", "buildkite", "github-releases"],
 )
 def test_each_template_matches_its_vendored_schema(
     tmp_path: Path, path: Path, schema: str, old: str, new: str
@@ -157,6 +159,57 @@ def test_the_buildkite_commands_pass_shellcheck(tmp_path: Path) -> None:
         script.write_text("#!/usr/bin/env bash\n" + command.replace("$$", "$"), encoding="utf-8")
         done = lint([shellcheck, "--shell=bash", str(script)])
         assert done.returncode == 0, f"{key}: {done.stdout}"
+
+
+SCHEDULED_STUB = """\
+#!/usr/bin/env bash
+echo "python $*" >> "$CALLS"
+echo "vLLM on the index beside the known releases"
+echo "matrix releases: the verdict" >&2
+exit "$RELEASES_EXIT"
+"""
+
+
+def test_the_scheduled_job_runs_the_releases_listing_and_fails_as_it_does(
+    tmp_path: Path,
+) -> None:
+    """Daily, ``tox -e newrelease`` (``python -m matrix releases``, no vLLM): its output in the
+    log and the run's summary, its exit code the job's (1: a newer release, 3: no index)."""
+    workflow = load_workflow(SCHEDULED)
+    assert "schedule" in workflow["on"] and "workflow_dispatch" in workflow["on"]
+    (cron,) = (entry["cron"] for entry in workflow["on"]["schedule"])
+    assert len(cron.split()) == 5
+    assert read_env(TOX_INI, "newrelease").shell(None) == "python -m matrix releases"
+    assert read_env(TOX_INI, "newrelease").release is None  # no vLLM in its env
+    tox = re.search(r"^\s+tox==(\S+)$", TOX_INI.read_text(encoding="utf-8"), re.MULTILINE)
+    assert tox and workflow["env"]["TOX_VERSION"] == tox[1]
+    (step,) = [s for s in workflow["jobs"]["releases"]["steps"] if "newrelease" in s.get("run", "")]
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    (stubs / "python").write_text(SCHEDULED_STUB)
+    (stubs / "python").chmod(0o755)
+    for code in (0, 1, 3):
+        summary, calls = tmp_path / f"summary{code}", tmp_path / f"calls{code}"
+        variables = {**os.environ, "RELEASES_EXIT": str(code), "CALLS": str(calls)}
+        variables.update(PATH=f"{stubs}{os.pathsep}{os.environ['PATH']}")
+        variables["GITHUB_STEP_SUMMARY"] = str(summary)
+        done = subprocess.run(
+            ["bash", "-e", "-c", step["run"]],
+            env=variables,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == code
+        assert calls.read_text() == "python -m tox -q -e newrelease\n"
+        assert "matrix releases: the verdict" in done.stdout
+        assert summary.read_text().splitlines() == [
+            "```",
+            "vLLM on the index beside the known releases",
+            "matrix releases: the verdict",
+            "```",
+        ]
 
 
 def without_digest(path: Path) -> dict[str, Any]:
