@@ -24,7 +24,7 @@ from matrix.adapters.surface_probe import (
     record_target,
     snapshot_path,
 )
-from tests.helpers import needs_vllm
+from tests.helpers import REPO, needs_vllm
 
 
 def test_a_use_says_what_it_needs_as_a_refusal_names_it() -> None:
@@ -195,6 +195,15 @@ def test_a_target_gone_moved_or_new_is_one_line(
     assert back.line().startswith(f"{target}: new (")
     (grown,) = changes({"vllm": "1.0.0", "targets": {}}, old)
     assert grown.line() == f"{target}: not in 1.0.0's record (record it again)"
+
+
+def test_docs_show_what_the_probe_prints_for_the_newest_release() -> None:
+    """docs/releases.md's list for 0.34.0 is the committed records' differences."""
+    text = (REPO / "docs" / "releases.md").read_text(encoding="utf-8")
+    start = text.index("```\n", text.index("### What it printed for 0.34.0")) + len("```\n")
+    shown = text[start : text.index("```\n", start)].splitlines()
+    old, new = (read_snapshot(snapshot_path(v)) for v in ("0.33.0", "0.34.0"))
+    assert shown == report(old, new)
 
 
 @needs_vllm
