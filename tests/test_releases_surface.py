@@ -1,4 +1,4 @@
-"""The surface list (matrix/adapters/surface.py): each use in words, the adapters' requirements
+"""The surface list (matrix/adapters/surface/): each use in words, the adapters' requirements
 made from it, the probe's reading of a class (on classes of this file, and on the installed
 vLLM against its committed record), and the differences between two records, a line each."""
 

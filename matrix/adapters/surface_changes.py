@@ -82,8 +82,10 @@ def _assigned_changes(
 ) -> Iterator[Change]:
     if "assigned" not in old or "assigned" not in new:
         return
-    members = set(old.get("members", {})) & set(new.get("members", {}))
-    before, after = set(old["assigned"]) - members, set(new["assigned"]) - members
+    # A member's or a parameter's change is said there.
+    said = set(old.get("members", {})) & set(new.get("members", {}))
+    said |= {p.lstrip("*").rstrip("=") for p in (*old["parameters"], *new["parameters"])}
+    before, after = set(old["assigned"]) - said, set(new["assigned"]) - said
     for name in sorted(before - after):
         yield Change(target, f"__init__ no longer sets self.{name}", name in named)
     for name in sorted(after - before):
@@ -153,7 +155,7 @@ def report(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     used = [c.line() for c in found if c.used]
     other = [c.line() for c in found if not c.used]
     heading = f"vLLM {old['vllm']} -> {new['vllm']}: {len(found)} differences on the surface"
-    lines = [f"{heading} the adapters drive (matrix/adapters/surface.py)"]
+    lines = [f"{heading} the adapters drive (matrix/adapters/surface/)"]
     if used:
         lines += [f"What the adapters use ({len(used)}):", *(f"  {line}" for line in used)]
     if other:

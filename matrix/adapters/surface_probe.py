@@ -125,24 +125,26 @@ def _self_targets(node: ast.AST) -> Iterable[str]:
 
 
 @functools.cache
+def own_assigned(cls: type) -> frozenset[str] | None:
+    """The names the class's own ``__init__`` sets on ``self`` (read from its source; without
+    the source, the attribute names its code uses); None when it defines none."""
+    tree = _init_source(cls)
+    if tree is not None:
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    names.update(_self_targets(target))
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                names.update(_self_targets(node.target))
+        return frozenset(names)
+    init = cls.__dict__.get("__init__") if isinstance(cls, type) else None
+    return frozenset(init.__code__.co_names) if inspect.isfunction(init) else None
+
+
 def assigned_names(cls: type) -> frozenset[str]:
-    """The names ``cls.__init__`` sets on ``self`` (read from its source; without the source,
-    the attribute names its code uses), its own ``__init__`` or the nearest base's."""
-    for klass in getattr(cls, "__mro__", ()):
-        tree = _init_source(klass)
-        if tree is not None:
-            names: set[str] = set()
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Assign):
-                    for target in node.targets:
-                        names.update(_self_targets(target))
-                elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-                    names.update(_self_targets(node.target))
-            return frozenset(names)
-        init = klass.__dict__.get("__init__") if isinstance(klass, type) else None
-        if inspect.isfunction(init):
-            return frozenset(init.__code__.co_names)
-    return frozenset()
+    """The names the ``__init__`` of the class and its bases set on ``self``."""
+    return frozenset().union(*(own_assigned(k) or () for k in getattr(cls, "__mro__", ())))
 
 
 def member_kind(cls: Any, name: str) -> str:
@@ -241,8 +243,9 @@ def record_target(target: str, uses: tuple[Use, ...]) -> dict[str, Any]:
         named |= _own_members(obj)
     entry["members"] = {name: member_kind(obj, name) for name in sorted(named)}
     entry["fields"] = sorted(fields(obj))
-    if _init_source(obj) is not None:
-        entry["assigned"] = sorted(assigned_names(obj))
+    own = own_assigned(obj)
+    if own is not None:
+        entry["assigned"] = sorted(own)
     methods = sorted({name for use in uses for name in use.methods})
     entry["bodies"] = {
         name: body_digest(getattr(obj, name)) for name in methods if hasattr(obj, name)
