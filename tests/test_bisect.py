@@ -362,9 +362,7 @@ def test_bisect_finds_where_finding_4_s_runtime_error_first_appears(
     release_history: Path, tmp_path: Path
 ) -> None:
     before = checkout_state(release_history)
-    code, result = bisected(
-        release_history, "failed_load_full_groups", "v0.30.0", NEWEST, tmp_path
-    )
+    code, result = bisected(release_history, "failed_load_full_groups", "v0.30.0", NEWEST, tmp_path)
     assert code == 0
     assert result["first_changed"]["commit"] == git(release_history, "rev-parse", "v0.31.0")
     assert result["first_changed"]["version"] == "0.31.0"
