@@ -9,12 +9,13 @@ import json
 import os
 import subprocess
 from dataclasses import dataclass
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlparse
 
-from matrix.releases import shipped_variant
+from matrix.releases import nearest_release, newest_release, shipped_variant
 from matrix.variant_names import VARIANT_NAMES, BuiltInVariant
 
 # The distributions that install the ``vllm`` package: the CUDA wheel, and the CPU wheel the
@@ -52,6 +53,14 @@ def installed_vllm_version() -> str | None:
     """The installed vLLM's version, or None without vLLM."""
     distribution = installed_distribution()
     return None if distribution is None else distribution.version
+
+
+@cache
+def installed_release() -> str:
+    """The known release the installed vLLM is driven as (``0.34``), or the newest known one
+    without vLLM: what a case's ``when: {release: ...}`` entries are held to."""
+    version = installed_vllm_version()
+    return nearest_release(version) if version is not None else newest_release()
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from matrix.case.expansion import Cell, cells_from_file
+from matrix.case.loading import CaseFileError
 from matrix.variant_names import VariantName
-from tests.helpers import CASES, WriteCase
+from tests.helpers import CASES, WriteCase, replaced
 
 MULTI = """\
 name: multi
@@ -146,3 +151,58 @@ def test_when_applies_where_all_its_labels_hold(write_case: WriteCase) -> None:
     # A failing cell is reported at the line of the entry that set its expectation.
     assert cells["when[k=3,offset=past]-original"].line == 17
     assert cells["when[k=1,offset=short]-fixed"].line == 18
+
+
+RELEASE_WHEN = """\
+name: per_release
+groups:
+  - {kind: full, block_size: 4}
+pool: 8
+requests:
+  - {id: a, prompt: 16}
+variants: [none, fixed]
+expect: {none: stall}
+when:
+  - {release: ["0.30", "0.34"], expect: {none: pass}}
+"""
+
+
+def test_a_when_entry_may_name_the_release_the_run_drives(
+    write_case: WriteCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a release's own code changed is an expectation of that release alone; the other
+    releases keep the case's, and the case is the same case on both (its digest)."""
+    import matrix.case.expansion as expansion
+
+    path = write_case(RELEASE_WHEN)
+    seen = {}
+    for release in ("0.33", "0.34"):
+        monkeypatch.setattr(expansion, "installed_release", lambda release=release: release)
+        cells = {cell.test_id: cell for cell in cells_from_file(path)}
+        seen[release] = cells["per_release-none"]
+    assert seen["0.33"].expected == "stall" and seen["0.34"].expected == "pass"
+    assert seen["0.34"].line == 10  # the entry that set it
+    assert seen["0.33"].case.digest == seen["0.34"].case.digest
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            ('release: ["0.30", "0.34"]', 'release: "0.29"'),
+            "when.0.release: axis 'release' has no label '0.29' (its labels: 0.30, 0.31",
+        ),
+        (
+            (
+                "variants: [none, fixed]",
+                "variants: [none]\nmatrix:\n  release: {path: pool, values: [8]}",
+            ),
+            "'release' is the release a run drives, in when: entries: name the axis otherwise",
+        ),
+    ],
+)
+def test_the_release_axis_is_checked(
+    write_case: WriteCase, change: tuple[str, str], message: str
+) -> None:
+    with pytest.raises(CaseFileError, match=re.escape(message)):
+        cells_from_file(write_case(replaced(RELEASE_WHEN, change)))

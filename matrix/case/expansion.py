@@ -21,7 +21,8 @@ from matrix.case.loading import CaseFileError, LoadedDocument, Location, read_do
 from matrix.case.model_paths import MODELS_FOLDER, is_model_file
 from matrix.case.parts import Axis
 from matrix.case.shipped import shipped_cases as shipped_cases
-from matrix.case.when import When, label_of
+from matrix.case.when import RELEASE_AXIS, When, label_of
+from matrix.installed import installed_release
 from matrix.releases import NEWEST_SHIPPED, RELEASES
 from matrix.variant_names import VARIANT_ID, VARIANT_NAMES, BuiltInVariant
 
@@ -174,7 +175,7 @@ def expand_document(
     each validated against the run's ``variants``; raises :class:`CaseFileError` at the line
     of what is wrong."""
     base = validate(document, variants=variants)
-    if not base.matrix:
+    if not base.matrix and not base.when:
         lines = _expectation_lines(document, {}, base)
         labels = connector_label(base, [])
         case_id = f"{base.name}[{labels}]" if labels else base.name
@@ -194,7 +195,7 @@ def _case_at(
     """The case at one combination of axis values: the file's data with each axis's places
     set, validated, its errors placed at the axis value that set the offending place."""
     data = copy.deepcopy(document.data)
-    del data["matrix"]
+    data.pop("matrix", None)
     when = data.pop("when", [])
     axis_lines: dict[Location, int] = {}  # a place an axis set -> the line of that axis value
     for (axis_name, axis), (_, value, where) in zip(axes, combination, strict=True):
@@ -221,7 +222,8 @@ def _case_at(
         raise CaseFileError(error.path, error.line, f"[{labels}] {error.message}") from None
     lines = _expectation_lines(document, axis_lines, spec)
     labels = ",".join(filter(None, (connector_label(spec, axes), labels)))
-    return Case(f"{name}[{labels}]", document.path, document.line_of(("name",)), spec, lines)
+    case_id = f"{name}[{labels}]" if labels else name
+    return Case(case_id, document.path, document.line_of(("name",)), spec, lines)
 
 
 def connector_label(spec: CaseFile, axes: list[tuple[str, Axis]]) -> str:
@@ -247,7 +249,10 @@ def _apply_when(
     """The ``when:`` entries that hold at this point set their expectations, in order (the
     base validated them: each a mapping with an ``expect`` mapping)."""
     labels = {name: label for (name, _), (label, _, _) in zip(axes, combination, strict=True)}
-    for index, entry in enumerate(When.model_validate(raw) for raw in when):
+    entries = [When.model_validate(raw) for raw in when]
+    if any(RELEASE_AXIS in entry.conditions() for entry in entries):
+        labels[RELEASE_AXIS] = installed_release()
+    for index, entry in enumerate(entries):
         if not entry.holds(labels):
             continue
         expect = data.setdefault("expect", {})

@@ -13,6 +13,9 @@ past a block boundary) would otherwise need one flat axis with a label per combi
 Each entry names one or more axes with a label, or a list of labels any of which holds, and the
 ``expect`` entries that apply where all of them hold. Entries apply in order over the case's
 ``expect`` and the axes' own ``expect.*`` overlays: a later one wins. Pure pydantic.
+
+``release`` is one more axis every case has: the vLLM release the run drives (``0.34``), for
+what a release's own code changed (``{release: ["0.30", "0.31"], expect: {none: pass}}``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from typing import Any
 from pydantic import ConfigDict, model_validator
 
 from matrix.case.strict import PlacedError, Strict
+from matrix.releases import RELEASES
+
+# The axis every case has: the release the run drives, labelled as RELEASES names it.
+RELEASE_AXIS = "release"
 
 
 def label_of(value: Any) -> str:
@@ -64,6 +71,13 @@ class When(Strict):
 def check_when(entries: Sequence[When], axis_labels: Mapping[str, Sequence[str]]) -> None:
     """Every entry names axes of the case's matrix, with labels they have; raises
     :class:`PlacedError` at the entry's key otherwise."""
+    if RELEASE_AXIS in axis_labels:
+        raise PlacedError(
+            ("matrix", RELEASE_AXIS),
+            f"'{RELEASE_AXIS}' is the release a run drives, in when: entries: name the axis "
+            "otherwise",
+        )
+    axis_labels = {**axis_labels, RELEASE_AXIS: tuple(RELEASES)}
     for index, entry in enumerate(entries):
         for axis, wanted in entry.conditions().items():
             where = ("when", index, axis)
