@@ -1,6 +1,6 @@
 """How a run can fail: the failure kinds a case may expect and the verdicts name.
 
-``matrix.judge.runs`` says how each is recognised; the README's table says what each means to
+``matrix.judge.runs`` says how each is recognised; docs/tables.md says what each means to
 a reader. A case may pin one as the expectation for a variant, to say *how* it must fail.
 """
 
@@ -22,7 +22,7 @@ FailureKind = Literal[
 
 # How bad a failing pool is, worst first: whether a deployment can reach it, judged by the
 # pool against the case's fit and the smallest pool vLLM's start-up sizing gives its engine
-# (``matrix.judge.severity`` classifies; the README's severity table says what each means).
+# (``matrix.judge.severity`` classifies; docs/tables.md's severity table says what each means).
 Severity = Literal[
     "deadlock",
     "leak",
