@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -228,5 +229,21 @@ def main(argv: list[str] | None = None) -> int:
     return bench_module.main(options.cases, limit)
 
 
+def interrupted_main() -> int:
+    """:func:`main`, a Ctrl-C or a SIGTERM ending it in one line, not a traceback (what the
+    command started is ended by then: matrix.lifeline)."""
+    from matrix.lifeline import Terminated, ending_as_interrupts, exit_status
+
+    try:
+        with ending_as_interrupts():
+            return main()
+    except Terminated as ended:
+        print(f"matrix: ended by {ended}", file=sys.stderr)
+        return exit_status(ended.signum)
+    except KeyboardInterrupt:
+        print("matrix: interrupted", file=sys.stderr)
+        return exit_status(signal.SIGINT)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interrupted_main())

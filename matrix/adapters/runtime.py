@@ -11,6 +11,7 @@ from functools import cache
 from typing import TypeVar
 
 from matrix.installed import vllm_cache_root
+from matrix.lifeline import die_with_parent
 
 T = TypeVar("T")
 
@@ -62,8 +63,10 @@ def in_a_fork(inspect: Callable[[], T]) -> T:
     """``inspect()`` run in a forked child, its result pickled back; an exception in the child
     is raised here, as vLLM's subprocess runner raises it."""
     read, write = os.pipe()
+    parent = os.getpid()
     child = os.fork()
     if child == 0:  # the child: answer, then leave without running anything of the parent's
+        die_with_parent(parent)
         os.close(read)
         try:
             answer = pickle.dumps((True, inspect()))

@@ -34,6 +34,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from matrix.ci.fork_job import run_job
+from matrix.lifeline import die_with_parent
 
 FORKED = "python -m matrix.ci.fork"  # what stands for `python -m matrix` in a forked job
 ADDRESS = "MATRIX_CI_FORK_SERVER"  # the variable naming the server's socket, in each step
@@ -80,6 +81,7 @@ class ForkServer:
         parent = os.getpid()
         self.pid = os.fork()
         if self.pid == 0:
+            die_with_parent(parent, signal.SIGTERM)  # _stop's signal: its job is killed too
             _serve(listener, parent)
         listener.close()
         return self
@@ -138,8 +140,10 @@ def _serve_one(listener: socket.socket, connection: socket.socket) -> None:
             connection.sendall(REPLY.pack(2))
         print(f"matrix.ci.fork: a request refused: {error}", file=sys.stderr)
         return
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:
+        die_with_parent(server)
         connection.close()
         listener.close()
         run_job(request, streams)

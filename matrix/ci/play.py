@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import json
 import re
+import signal
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -49,6 +50,7 @@ from matrix.ci.workflow import (
     load_workflow,
     needs_of,
 )
+from matrix.lifeline import Terminated, ending_as_interrupts, exit_status
 
 
 @dataclass
@@ -258,10 +260,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = Options(given.workflow.absolute(), repo, out, tuple(given.release), given.shards)
         options = replace(options, jobs=tuple(given.job))
         options = replace(options, here=given.here, fresh=given.fresh, pytest_args=extra)
-        outcomes = play(replace(options, inherit=tuple(given.inherit), verbose=given.verbose))
+        with ending_as_interrupts():  # the step and the fork server end with the play
+            outcomes = play(replace(options, inherit=tuple(given.inherit), verbose=given.verbose))
     except (WorkflowError, ToxError, steps.StepError, ForkError) as error:
         print(f"play: {error}", file=sys.stderr)
         return 2
+    except Terminated as ended:
+        print(f"play: ended by {ended}; its steps were killed", file=sys.stderr)
+        return exit_status(ended.signum)
+    except KeyboardInterrupt:
+        print("play: interrupted; its steps were killed", file=sys.stderr)
+        return exit_status(signal.SIGINT)
     report = json.dumps([asdict(o) for o in outcomes], indent=2)
     (out / "play.json").write_text(report + "\n", encoding="utf-8")
     failed = [o for o in outcomes if o.status == "failure"]

@@ -8,6 +8,7 @@ and ``merge-multiple`` rules). Any other action is refused, never passed over.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import shutil
@@ -20,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+
+from matrix.lifeline import lifeline_command
 
 SHELLS = {  # GitHub's runners: `bash` when the step or the defaults name it, else `bash -e`
     None: ["bash", "-e"],
@@ -144,7 +147,8 @@ def run_script(
     began = time.monotonic()
     with log.open("w", encoding="utf-8") as output:
         process = subprocess.Popen(
-            [*SHELLS[shell], str(path)],
+            # Under a lifeline: the step's whole group ends when the player does, however.
+            lifeline_command([*SHELLS[shell], str(path)]),
             cwd=place.workspace / (place.working_directory or "."),
             env=dict(variables),
             stdout=subprocess.PIPE,
@@ -157,12 +161,14 @@ def run_script(
         try:
             code = process.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            _end_group(process)
             pump.join(5)
             return StepOutcome(
                 name, "failure", time.monotonic() - began, f"ran past {seconds:.0f} s"
             )
+        except BaseException:  # Ctrl-C, a SIGTERM (lifeline.ending_as_interrupts)
+            _end_group(process)
+            raise
         pump.join()
     took = time.monotonic() - began
     if code == 0:
@@ -171,6 +177,13 @@ def run_script(
     if not verbose:
         print("\n".join(f"    | {line}" for line in tail))
     return StepOutcome(name, "failure", took, f"exit {code}, output in {log}")
+
+
+def _end_group(process: subprocess.Popen[str]) -> None:
+    """Kills the step's process group (``start_new_session``: the step and what it started)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def _copy_lines(process: subprocess.Popen[str], log: TextIO, verbose: bool) -> None:

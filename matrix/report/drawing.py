@@ -26,8 +26,10 @@ from matrix.report.pictures import Job, draw_job
 # Pictures are drawn in up to this many processes, each given at least PER_PROCESS of them
 # (a process takes a second or two to start: fewer pictures are drawn in this one).
 PROCESSES, PER_PROCESS = 4, 16
+# A drawing process dies with the process that asked for it (matrix.lifeline).
 _WORKER = (
-    "import pickle, sys; from matrix.report.pictures import draw_job; "
+    "import pickle, sys; from matrix.lifeline import die_with_parent; "
+    "die_with_parent(int(sys.argv[1])); from matrix.report.pictures import draw_job; "
     "pickle.dump([draw_job(job) for job in pickle.load(sys.stdin.buffer)], sys.stdout.buffer)"
 )
 
@@ -39,7 +41,7 @@ def _draw_elsewhere(jobs: list[Job], processes: int) -> list[str]:
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
     def draw_share(share: list[Job]) -> list[str]:
-        command = [sys.executable, "-c", _WORKER]
+        command = [sys.executable, "-c", _WORKER, str(os.getpid())]
         done = subprocess.run(
             command, input=pickle.dumps(share), capture_output=True, env=environment, check=False
         )

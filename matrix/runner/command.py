@@ -22,6 +22,7 @@ from matrix.case.reading import special_file
 from matrix.case.shipped import shipped_cases
 from matrix.installed import installed_source, installed_vllm_version
 from matrix.releases import env_name, newest_release
+from matrix.lifeline import Children, Terminated, exit_status
 from matrix.report.files import REPORT_SUFFIXES, Shard, print_summary, write_report
 from matrix.report.merge import merge_shards, report_stem
 from matrix.report.shard_reports import MergeError, load_shard
@@ -125,6 +126,7 @@ def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
     written, the tables printed."""
     began = time.monotonic()
     splits = plan.workers
+    children = Children()
     with tempfile.TemporaryDirectory(prefix="matrix-workers-") as scratch:
         try:
             junit = any(p.suffix == ".xml" for p in outputs)
@@ -135,10 +137,14 @@ def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
                 *plan.shard_args(),
                 *(["--matrix-draw-ahead"] if pictured else []),
             ]
-            workers = fork_workers(args, splits, Path(scratch), junit)
-            results = wait_for(workers)
+            with children.watching():  # the workers die with this process, however it ends
+                workers = fork_workers(args, splits, Path(scratch), junit, children)
+                results = wait_for(workers, children)
+        except Terminated as ended:
+            print(f"matrix: ended by {ended}; its workers were killed", file=sys.stderr)
+            return exit_status(ended.signum)
         except KeyboardInterrupt:
-            print("matrix: interrupted", file=sys.stderr)
+            print("matrix: interrupted; its workers were killed", file=sys.stderr)
             return int(pytest.ExitCode.INTERRUPTED)
         for result in results:
             if result.exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from matrix.lifeline import Children
+
 # The letters a finished test sends up its worker's pipe, as pytest's progress shows them.
 LETTERS = {"passed": ".", "failed": "F", "skipped": "s", "error": "E"}
 PROGRESS_WIDTH = 80  # letters per progress line, as pytest's
@@ -96,19 +98,18 @@ def import_pytest_plugins(leave: str = "") -> None:
 
 
 def fork_workers(
-    pytest_args: Sequence[str], splits: int, folder: Path, junit: bool
+    pytest_args: Sequence[str], splits: int, folder: Path, junit: bool, children: Children
 ) -> list[Worker]:
-    """Forks ``splits`` workers; each runs ``pytest_args`` on its share of the files and
-    writes its shard report in ``folder`` (and, with ``junit``, its JUnit XML beside it)."""
+    """Forks ``splits`` workers (each dies with this process: ``children``); each runs
+    ``pytest_args`` on its share of the files and writes its shard report in ``folder`` (and,
+    with ``junit``, its JUnit XML beside it)."""
     folder.mkdir(parents=True, exist_ok=True)
     workers = []
-    sys.stdout.flush()
-    sys.stderr.flush()
     for group in range(1, splits + 1):
         log = folder / f"worker-{group}-of-{splits}.log"
         report = folder / f"worker-{group}-of-{splits}.json"
         read, write = os.pipe()
-        pid = os.fork()
+        pid = children.fork()
         if pid == 0:  # the worker
             os.close(read)
             xml = [f"--junitxml={folder / f'worker-{group}-of-{splits}.xml'}"] if junit else []
@@ -139,7 +140,7 @@ def _worker(
         os._exit(code)
 
 
-def wait_for(workers: Sequence[Worker]) -> list[WorkerResult]:
+def wait_for(workers: Sequence[Worker], children: Children) -> list[WorkerResult]:
     """Prints the workers' letters as they come (pytest's progress lines), then waits for each
     to end; a worker killed by a signal ends with pytest's internal-error code."""
     progress = Progress(len(workers))
@@ -157,7 +158,7 @@ def wait_for(workers: Sequence[Worker]) -> list[WorkerResult]:
     progress.end()
     results = []
     for worker in workers:
-        _, status = os.waitpid(worker.pid, 0)
+        _, status = children.reap(worker.pid)
         code = os.waitstatus_to_exitcode(status)
         results.append(
             WorkerResult(

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 
 from matrix.case.baselines import Row
+from matrix.lifeline import Children
 from matrix.sweep.scope import Architecture
 
 CHUNKS = 2
@@ -74,9 +75,9 @@ def _work(architectures: Sequence[Architecture], folder: Path, write: int) -> No
         os.write(write, f"row\t{json.dumps(asdict(row))}\n".encode())
 
 
-def _fork(architectures: list[Architecture], folder: Path) -> _Running:
+def _fork(architectures: list[Architecture], folder: Path, children: Children) -> _Running:
     read, write = os.pipe()
-    pid = os.fork()
+    pid = children.fork()  # it dies with this process
     if pid == 0:  # the worker: answer, then leave without running anything of the parent's
         code = 0
         try:
@@ -119,7 +120,20 @@ def run_workers(
     jobs: int,
     progress: Callable[[Row], None],
 ) -> list[Row]:
-    """Every architecture's row, a forked worker a chunk, ``jobs`` at a time."""
+    """Every architecture's row, a forked worker a chunk, ``jobs`` at a time; an interrupt
+    (Ctrl-C, SIGTERM) kills the workers on its way out."""
+    children = Children()
+    with children.watching():
+        return _run_workers(chunks, folder, jobs, progress, children)
+
+
+def _run_workers(
+    chunks: Sequence[list[Architecture]],
+    folder: Path,
+    jobs: int,
+    progress: Callable[[Row], None],
+    children: Children,
+) -> list[Row]:
     from matrix.sweep.derive import died_row
 
     waiting = [list(chunk) for chunk in chunks if chunk]
@@ -128,7 +142,7 @@ def run_workers(
     selector = selectors.DefaultSelector()
     while waiting or running:
         while waiting and len(running) < jobs:
-            worker = _fork(waiting.pop(0), folder)
+            worker = _fork(waiting.pop(0), folder, children)
             running[worker.pipe] = worker
             selector.register(worker.pipe, selectors.EVENT_READ)
         for key, _ in selector.select():
@@ -142,7 +156,7 @@ def run_workers(
             selector.unregister(key.fd)
             os.close(key.fd)
             del running[key.fd]
-            _, status = os.waitpid(worker.pid, 0)
+            _, status = children.reap(worker.pid)
             if worker.current is not None:  # it died deriving this one: a row says so
                 dead = next(a for a in worker.left if a.name == worker.current)
                 row = died_row(dead, os.waitstatus_to_exitcode(status))
