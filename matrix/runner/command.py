@@ -148,7 +148,8 @@ def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
             return int(pytest.ExitCode.INTERRUPTED)
         for result in results:
             if result.exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-                print(f"\n--- worker {result.group} of {splits} ---\n{failure_text(result)}")
+                print(f"\n--- what failed in worker {result.group} of {splits} ---")
+                print(failure_text(result))
         code = exit_code(results)
         try:
             reports = [load_shard(r.report) for r in results if r.report.is_file()]

@@ -23,14 +23,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
 from matrix.lifeline import Children
+from matrix.progress import ProgressLine
 
 # The letters a finished test sends up its worker's pipe, as pytest's progress shows them.
 LETTERS = {"passed": ".", "failed": "F", "skipped": "s", "error": "E"}
-PROGRESS_WIDTH = 80  # letters per progress line, as pytest's
 
 
 @dataclass(frozen=True)
@@ -173,15 +174,16 @@ def wait_for(workers: Sequence[Worker], children: Children) -> list[WorkerResult
 
 
 class Progress:
-    """pytest's progress lines for several workers: their letters in arrival order, 80 to a
-    line, each line ending with the share done once every worker has said its count."""
+    """The run's one progress line (:class:`matrix.progress.ProgressLine`) over its workers'
+    pipes: their tests done, of the total once every worker has said its count, the failures
+    so far."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, stream: TextIO | None = None) -> None:
         self.workers = workers
         self.totals: dict[int, int] = {}
         self.letters: dict[int, str] = {}
         self._pending: dict[int, str] = {}  # a count not yet ended by its ';'
-        self._column = 0
+        self.line = ProgressLine("matrix", "cell", stream or sys.stdout)
 
     def take(self, fd: int, chunk: str) -> None:
         """What a worker's pipe said: its count first, then letters."""
@@ -193,31 +195,26 @@ class Progress:
             count, chunk = said.split(";", 1)
             self.totals[fd] = int(count)
         self.letters[fd] = self.letters.get(fd, "") + chunk
-        for letter in chunk:
-            sys.stdout.write(letter)
-            self._column += 1
-            if self._column == PROGRESS_WIDTH:
-                self._end_line()
-        sys.stdout.flush()
+        self.line.show(*self._state())
 
-    def _end_line(self) -> None:
-        done = sum(len(letters) for letters in self.letters.values())
-        total = sum(self.totals.values())
-        known = len(self.totals) == self.workers and total
-        sys.stdout.write(f" [{100 * done // total:3d}%]\n" if known else "\n")
-        self._column = 0
+    def _state(self) -> tuple[int, int | None, str]:
+        letters = "".join(self.letters.values())
+        total = sum(self.totals.values()) if len(self.totals) == self.workers else None
+        failed = letters.count(LETTERS["failed"]) + letters.count(LETTERS["error"])
+        return len(letters), total, f"{failed} failed" if failed else ""
 
     def end(self) -> None:
-        """Ends the last line."""
-        if self._column:
-            self._end_line()
-        sys.stdout.flush()
+        """Ends the line."""
+        self.line.end(*self._state())
 
 
 def failure_text(result: WorkerResult) -> str:
     """What a worker's log says about its failures: pytest's sections from the first of
-    FAILURES, ERRORS or the short summary on (the whole log if it has none of them)."""
-    text = result.log.read_text(encoding="utf-8", errors="replace")
+    FAILURES, ERRORS or the short summary on (the whole log if it has none of them), without
+    the lines naming its scratch files (the run writes the reports, and says where)."""
+    scratch = str(result.log.parent)
+    lines = result.log.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    text = "".join(line for line in lines if scratch not in line)
     starts = [
         text.find(f" {title} ")
         for title in ("FAILURES", "ERRORS", "short test summary info")

@@ -116,7 +116,7 @@ def derive_all(jobs: int, only: list[str] | None = None, part: int | None = None
     import_vllm_saying("sweep", "to derive every architecture's layout")
     from matrix.sweep.mapping import known_model_types, model_type_of
     from matrix.sweep.scope import in_scope
-    from matrix.sweep.workers import ProgressLine, chunks_of, run_workers
+    from matrix.sweep.workers import SweepProgress, chunks_of, run_workers
 
     architectures = in_scope()
     if only is not None:
@@ -130,7 +130,7 @@ def derive_all(jobs: int, only: list[str] | None = None, part: int | None = None
         chunks = chunks[part - 1 : part]
     model_type_of("-", "-")  # the mapping's tables, built once here for every worker
     known_model_types()
-    progress = ProgressLine(sum(len(chunk) for chunk in chunks))
+    progress = SweepProgress(sum(len(chunk) for chunk in chunks))
     with tempfile.TemporaryDirectory(prefix="matrix-sweep-") as folder:
         rows = run_workers(chunks, Path(folder), max(1, jobs), progress)
     return sorted(rows, key=lambda row: row.architecture)

@@ -18,14 +18,15 @@ import os
 import selectors
 import signal
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from matrix import wording
 from matrix.case.baselines import Row
 from matrix.lifeline import Children
+from matrix.progress import ProgressLine
 from matrix.sweep.scope import Architecture
 
 CHUNKS = 2
@@ -168,26 +169,22 @@ def _run_workers(
     return rows
 
 
-class ProgressLine:
-    """The sweep's progress on stderr: one line rewritten in place on a terminal, a line per
-    tenth of the way elsewhere (a CI log)."""
+class SweepProgress:
+    """The sweep's progress on stderr (:class:`matrix.progress.ProgressLine`): architectures
+    answered of the total, the layouts among them, the time left."""
 
     def __init__(self, total: int) -> None:
         self.total = total
         self.done = 0
         self.layouts = 0
-        self.began = time.monotonic()
-        self.tty = sys.stderr.isatty()
+        self.line = ProgressLine("sweep", "architecture", sys.stderr)
 
     def __call__(self, row: Row) -> None:
         """One more architecture answered."""
         self.done += 1
         self.layouts += row.status == "layout"
-        step = max(1, self.total // 10)
-        if self.tty or self.done % step == 0 or self.done == self.total:
-            line = (
-                f"sweep: {self.done}/{self.total} architectures, {self.layouts} layouts, "
-                f"{time.monotonic() - self.began:.1f} s"
-            )
-            end = "\r" if self.tty and self.done < self.total else "\n"
-            print(line, end=end, file=sys.stderr, flush=True)
+        detail = wording.plural(self.layouts, "layout")
+        if self.done == self.total:
+            self.line.end(self.done, self.total, detail)
+        else:
+            self.line.show(self.done, self.total, detail)
