@@ -136,6 +136,14 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="another suite's reports (connectors-vllm-*.json): <suite>-cross-version.*",
     )
+    cross.add_argument(
+        "--release",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="only this release's report, which must be there (repeatable); one release "
+        "named owes no check across releases (the CI player's --release)",
+    )
     bench = commands.add_parser("bench", help="print speed figures")
     bench.add_argument("--cases", type=Path, default=DEFAULT_CASES)
     bench.add_argument(
@@ -217,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "crossversion":
         from matrix.report import crossversion
 
-        return crossversion.main(options.reports, options.out, options.suite)
+        return crossversion.main(options.reports, options.out, options.suite, options.release)
     if options.command == "schema":
         from matrix.case.format import CaseFile
 

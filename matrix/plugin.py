@@ -26,9 +26,11 @@ from matrix.items import (
 )
 from matrix.judge.result import CellResult, wholly_skipped
 from matrix.report.files import (
+    EMPTY_RUN,
     REPORT_SUFFIX_HINT,
     REPORT_SUFFIXES,
     Shard,
+    empty_shard_line,
     run_info,
     summary_lines,
     write_report,
@@ -97,6 +99,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=SUITES,
         help="the suite the cases are (python -m matrix connectors, sweep --cells): its shard "
         "reports say so, and the merge names their report after it",
+    )
+    group.addoption(
+        "--matrix-may-be-empty",
+        action="store_true",
+        default=False,
+        help="a selection with no cells here is an empty run, not pytest's no-tests failure "
+        "(exit 5): the CI player gives a filter to every suite's run (a CI shard's empty "
+        "selection is always an empty shard; the merge fails when every shard is empty)",
     )
     group.addoption(
         "--matrix-cases",
@@ -241,11 +251,23 @@ class CellCollector:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A run that skipped every cell of a case or a model tested nothing of it: it fails
-    (the terminal summary says which, and why)."""
-    if hasattr(session.config, "workerinput") or exitstatus != pytest.ExitCode.OK:
+    (the terminal summary says which, and why). A CI shard whose files hold no cell of the
+    selection is an empty shard, not pytest's no-tests exit (its report says it selected
+    none; the merge fails when every shard is empty); so is any run told it may be empty."""
+    if hasattr(session.config, "workerinput"):
+        return
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and _may_be_empty(session.config):
+        session.exitstatus = pytest.ExitCode.OK
+        return
+    if exitstatus != pytest.ExitCode.OK:
         return
     if wholly_skipped(session.config.stash.get(cells_key, [])):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _may_be_empty(config: pytest.Config) -> bool:
+    """Whether no cell here is an empty run: a CI shard's, or one told so."""
+    return bool(config.getoption("splits", None)) or config.getoption("matrix_may_be_empty")
 
 
 def pytest_terminal_summary(
@@ -258,8 +280,12 @@ def pytest_terminal_summary(
     cells = sort_cells(collected)
     shard = _shard(config)
     if not cells and shard is None:  # a part with no cells still says which part it is
+        if _may_be_empty(config):
+            terminalreporter.write_line(EMPTY_RUN)
         return
     info = run_info()
+    if not cells and not config.getoption("matrix_no_tables") and shard is not None:
+        terminalreporter.write_line(empty_shard_line(shard.group, shard.splits))
     if cells and not config.getoption("matrix_no_tables"):
         terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
         for line in summary_lines(cells, info):

@@ -274,16 +274,19 @@ def played(warm_vllm: None, tmp_path_factory: pytest.TempPathFactory) -> Played:
 def test_the_played_shard_jobs_upload_their_shards_and_the_merge_job_merges_them(
     played: Played,
 ) -> None:
-    """Three shard jobs, an artifact each, then the merge; the cross-version step fails with
-    one release, saying so (as it should: CI needs two)."""
+    """Three shard jobs, an artifact each, then the merge; the cross-version step, given the
+    one release the play asked for (``--release``), passes saying it owes no check across
+    releases (CI's own step, given none, fails: tests/test_crossversion.py)."""
     assert [job["job"] for job in played.jobs] == ["shard"] * 3 + ["merge"], played.printed
     assert all(job["status"] == "success" for job in played.jobs[:3]), played.printed[-4000:]
     shards = sorted(p.name for p in (played.out / "artifacts").glob("shard-*"))
     assert shards == [f"shard-{played.version}-{k}" for k in (1, 2, 3)]
     assert played.steps[("merge", "Merge each release's shards")]["status"] == "success"
     crossed = played.steps[("merge", "Cross-version table and fidelity checks")]
-    assert crossed["status"] == "failure" and played.code == 1
-    assert "no check across two releases could run" in played.printed
+    assert crossed["status"] == "success" and played.code == 0, played.printed[-4000:]
+    logs = (played.out / "jobs").glob("*merge/logs/*.log")
+    said = "".join(log.read_text(encoding="utf-8") for log in logs)
+    assert f"one release asked for (--release {played.version})" in said
 
 
 @needs_vllm

@@ -126,6 +126,25 @@ def test_no_runnable_check_fails(tmp_path: Path) -> None:
     assert main([tmp_path], tmp_path / "out") == 1
 
 
+def test_one_release_asked_for_owes_no_check_across_releases(
+    reports: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CI player's ``--release 0.33.0`` is a table of one release asked for, not CI's
+    missing release: it passes saying so; a release asked for without its report fails; and
+    without ``--release`` (CI's own step) one release's report still fails."""
+    out = tmp_path / "out"
+    assert main([reports], out, releases=["0.33.0"]) == 0
+    assert "one release asked for (--release 0.33.0)" in capsys.readouterr().out
+    document = json.loads((out / "cross-version.json").read_text())
+    assert document["releases"] == {"0.33": "0.33.0"}  # the other report left out
+    assert main([reports], out, releases=["0.32.0"]) == 1
+    assert "--release 0.32.0: no report of it" in capsys.readouterr().out
+    assert main([reports], out, releases=["0.31.0", "0.33.0"]) == 0  # two: checked across
+    (reports / "vllm-0.31.0.json").unlink()
+    assert main([reports], out) == 1
+    assert "no check across two releases could run" in capsys.readouterr().out
+
+
 def test_bad_reports_are_named(tmp_path: Path) -> None:
     (tmp_path / "vllm-0.33.0.json").write_text("{}", encoding="utf-8")
     with pytest.raises(ReportError, match=r"vllm-0\.33\.0\.json: not a matrix JSON report"):

@@ -115,7 +115,16 @@ def test_a_tox_env_s_commands_with_its_positional_arguments() -> None:
     )
     merge = read_env(TOX_INI, "merge")
     assert merge.release is None and not merge.runs_cells
-    assert merge.shell(None, ("-k", "x")) == "python -m matrix merge reports/shards"
+    assert merge.shell(None) == "python -m matrix merge reports/shards"
+    # The suites run cells too; with --here each command importing vLLM is forked.
+    assert read_env(TOX_INI, "connectors034").runs_cells
+    sweep = read_env(TOX_INI, "sweep034")
+    assert sweep.runs_cells and not sweep.crosses_releases
+    assert sweep.shell(None, ("-k", "x"), "python -m matrix.ci.fork") == (
+        "( python -m matrix.ci.fork sweep && python -m matrix.ci.fork sweep --cells -- -k x )"
+    )
+    cross = read_env(TOX_INI, "crossversion")
+    assert cross.crosses_releases and not cross.runs_cells
     suite = read_env(TOX_INI, "ci034")
     run = 'run -- tests -m "not heavy" --durations-path tests/durations.json --cpu-log'
     assert suite.shell(None).startswith(f"( python -m matrix {run}")
@@ -139,7 +148,8 @@ def test_here_runs_the_env_s_commands_in_this_environment(tmp_path: Path) -> Non
     script = f'python -m pip install "tox==$V"\npython -m tox -e {env} -- --group 2 || s=$?\n'
     here = substitutions.substitute(script, options(tmp_path, here=True, pytest_args=("-n", "0")))
     assert here == (  # the cells' run forked from the player (vLLM imported)
-        ": tox is not needed with --here\npython -m matrix.ci.fork run -- --group 2 -n 0 || s=$?\n"
+        ": tox is not needed with --here\n"
+        "python -m matrix.ci.fork run -- --group 2 -n 0 --matrix-may-be-empty || s=$?\n"
     )
     fresh = substitutions.substitute(script, options(tmp_path, here=True, fresh=True))
     assert fresh.endswith("\npython -m matrix run -- --group 2 || s=$?\n")
@@ -148,11 +158,19 @@ def test_here_runs_the_env_s_commands_in_this_environment(tmp_path: Path) -> Non
         substitutions.substitute(f"python -m tox -e {other}", options(tmp_path, here=True))
 
 
-def test_without_here_only_the_cells_arguments_are_added(tmp_path: Path) -> None:
-    chosen = options(tmp_path, pytest_args=("-k", "single_group"))
-    script = "python -m tox -e vllm031 -- --group 1\npython -m tox -e merge\n"
+def test_without_here_the_arguments_reach_every_run_of_cells(tmp_path: Path) -> None:
+    """``-- ARGS`` reach each suite's run of cells (a suite holding none of a filter's cells
+    is an empty run there), ``--release`` the cross-version table, nothing the merge."""
+    chosen = options(tmp_path, pytest_args=("-k", "single_group"), releases=("0.31.0",))
+    script = (
+        "python -m tox -e vllm031 -- --group 1\npython -m tox -e connectors031\n"
+        "python -m tox -e sweep031\npython -m tox -e merge\npython -m tox -e crossversion\n"
+    )
+    added = "-k single_group --matrix-may-be-empty"
     assert substitutions.substitute(script, chosen) == (
-        "python -m tox -e vllm031 -- --group 1 -k single_group\npython -m tox -e merge\n"
+        f"python -m tox -e vllm031 -- --group 1 {added}\n"
+        f"python -m tox -e connectors031 -- {added}\npython -m tox -e sweep031 -- {added}\n"
+        "python -m tox -e merge\npython -m tox -e crossversion -- --release 0.31.0\n"
     )
 
 

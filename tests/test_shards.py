@@ -82,6 +82,51 @@ def test_three_shards_merged_are_one_run(inline: pytest.Pytester) -> None:
     assert any(f["severity"] != "none" and f["failing_pools"] for f in properties)
 
 
+@pytest.mark.once
+@needs_vllm
+def test_a_shard_with_no_cell_of_the_filter_is_an_empty_shard(
+    inline: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-k`` selecting cells of one file only: the other shards are empty shards (exit 0, a
+    report selecting none, a line saying so), not pytest's no-tests exit 5; the merge of them
+    all is the filter's cells; when every shard is empty the merge fails; a whole run with no
+    cell still exits 5 unless told it may be empty (the CI player's filter, given to every
+    suite's run)."""
+    inline.makefile(".ini", pytest=INI)
+    (inline.path / "cases").mkdir()
+    for name in SHARDED:
+        shutil.copy(CASES / name, inline.path / "cases" / name)
+    common = ("-p", "no:cacheprovider", "-m", "stock")
+
+    def shards(keyword: str, folder: str) -> list[int]:
+        codes = []
+        for group in (1, 2, 3):
+            shard = inline.runpytest_inprocess(
+                *common,
+                "-k",
+                keyword,
+                "--splits=3",
+                f"--group={group}",
+                f"--matrix-report={folder}/s.shard-{group}-of-3.json",
+            )
+            codes.append(shard.ret)
+            if not load_shard(inline.path / folder / f"s.shard-{group}-of-3.json").cells:
+                assert "an empty shard, its report selecting none" in shard.stdout.str()
+        return codes
+
+    assert shards("single_group", "one") == [0, 0, 0]
+    sizes = [len(load_shard(p).cells) for p in sorted((inline.path / "one").glob("*.json"))]
+    assert sorted(sizes) == [0, 0, 3]  # single_group[k=1], [k=3], [k=7] under stock
+    assert main(["merge", str(inline.path / "one"), "--out", str(inline.path / "m1")]) == 0
+    assert shards("no_such_case", "none") == [0, 0, 0]
+    assert main(["merge", str(inline.path / "none"), "--out", str(inline.path / "m2")]) == 1
+    assert "every shard is empty: no cell of the selection ran" in capsys.readouterr().out
+    whole = inline.runpytest_inprocess(*common, "-k", "no_such_case")
+    assert whole.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    told = inline.runpytest_inprocess(*common, "-k", "no_such_case", "--matrix-may-be-empty")
+    assert told.ret == 0 and "no cell of this selection here: an empty run" in told.stdout.str()
+
+
 @needs_vllm
 @pytest.mark.once
 def test_forked_workers_report_what_one_process_does(adapter: Any, tmp_path: Path) -> None:

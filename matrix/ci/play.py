@@ -11,13 +11,17 @@ each job did and writes ``OUT/play.json``.
 The steps run as written, with these substitutions only, each asked for on the command line:
 
 - ``--release V`` and ``--shards N`` restrict the matrix (``release`` in V; ``shard`` 1 ... N,
-  and the workflow's ``SHARDS`` set to N);
-- arguments after ``--`` are added to every ``python -m tox -e ENV`` that runs cells;
+  and the workflow's ``SHARDS`` set to N); the cross-version table is given the releases V
+  (one release asked for owes no check across releases);
+- arguments after ``--`` are added to every ``python -m tox -e ENV`` that runs cells (``run``,
+  ``connectors``, ``sweep --cells``), with ``--matrix-may-be-empty`` (a suite holding none of a
+  filter's cells is an empty run);
 - ``--here`` runs each ``python -m tox -e ENV -- ARGS`` as ENV's commands from tox.ini in this
   environment (refused for an env pinning another vLLM release than the installed one), and
   skips ``python -m pip install ... tox==...`` (no tox is needed then); the player imports
-  vLLM once and each ``python -m matrix run`` is a fork of it (``fork``), or with ``--fresh``
-  a new interpreter, as on a machine of its own;
+  vLLM once and each ``python -m matrix`` command that imports it (``run``, ``connectors``,
+  ``sweep``) is a fork of it (``fork``), or with ``--fresh`` a new interpreter, as on a
+  machine of its own;
 - ``--inherit NAME`` keeps this machine's ``NAME`` (or its absence) over the workflow's.
 """
 

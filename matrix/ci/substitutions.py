@@ -16,10 +16,11 @@ from pathlib import Path
 
 from matrix.ci import steps
 from matrix.ci.fork import FORKED
-from matrix.ci.tox_commands import MATRIX, read_env
+from matrix.ci.tox_commands import MATRIX, ToxEnv, read_env
 from matrix.ci.workflow import JobRun, WorkflowError
 
 TOX_RUN = re.compile(r"python -m tox -e ([\w.-]+)(?: -- ([^|&;\n]*))?")
+MAY_BE_EMPTY = "--matrix-may-be-empty"  # the plugin's option: no cells here is an empty run
 TOX_INSTALL = re.compile(r"^\s*python -m pip install\b.*\btox==.*$", re.MULTILINE)
 
 
@@ -67,7 +68,7 @@ def substitute(script: str, options: Options) -> str:
 
     def tox_run(match: re.Match[str]) -> str:
         env = read_env(tox_ini, match.group(1))
-        extra = options.pytest_args if env.runs_cells else ()
+        extra = added(env, options)
         given = match.group(2) or ""
         args, trail = given.rstrip(), given[len(given.rstrip()) :]
         if not options.here:
@@ -81,6 +82,19 @@ def substitute(script: str, options: Options) -> str:
     if options.here:
         script = TOX_INSTALL.sub(": tox is not needed with --here", script)
     return TOX_RUN.sub(tox_run, script)
+
+
+def added(env: ToxEnv, options: Options) -> tuple[str, ...]:
+    """What the command line adds to an env's arguments: to a run of cells, ``--``'s arguments
+    and that its suite may hold none of their cells (a filter for one suite is given to every
+    suite's run: an empty one is an empty run, while the merge still fails when every shard is
+    empty); to the cross-version table, the releases ``--release`` keeps (one release owes no
+    check across releases, as it does in CI)."""
+    if env.runs_cells and options.pytest_args:
+        return (*options.pytest_args, MAY_BE_EMPTY)
+    if env.crosses_releases and options.releases:
+        return tuple(word for release in options.releases for word in ("--release", release))
+    return ()
 
 
 def _check_release(env: str, release: str | None) -> None:

@@ -17,7 +17,16 @@ REFERENCE = re.compile(r"\{\[([^\]]+)\]([\w-]+)\}")  # {[section]key}
 POSARGS = re.compile(r"\{posargs(?::([^{}]*))?\}")
 RELEASE_PIN = re.compile(r"requirements/vllm-(\d+\.\d+\.\d+)\.txt")
 MATRIX = "python -m matrix"
-MATRIX_RUN = f"{MATRIX} run"  # the command that runs cells
+# The commands that run cells (the player's `-- ARGS` reach them), and those that import vLLM
+# (with --here, forked from the player, which imported it once).
+CELL_RUNS = ("run", "connectors", "sweep --cells")
+IMPORT_VLLM = ("run", "connectors", "sweep")
+CROSSVERSION = "crossversion"
+
+
+def runs(line: str, commands: tuple[str, ...]) -> bool:
+    """Whether the command ``line`` is ``python -m matrix`` with one of ``commands``."""
+    return any(line == f"{MATRIX} {c}" or line.startswith(f"{MATRIX} {c} ") for c in commands)
 
 
 class ToxError(Exception):
@@ -34,17 +43,23 @@ class ToxEnv:
 
     @property
     def runs_cells(self) -> bool:
-        """Whether the env runs the matrix's cells (``python -m matrix run``)."""
-        return any(command.startswith(MATRIX_RUN) for command in self.commands)
+        """Whether the env runs cells (``python -m matrix run``, ``connectors``, ``sweep
+        --cells``)."""
+        return any(runs(command, CELL_RUNS) for command in self.commands)
+
+    @property
+    def crosses_releases(self) -> bool:
+        """Whether the env writes the cross-version table (``python -m matrix crossversion``)."""
+        return any(runs(command, (CROSSVERSION,)) for command in self.commands)
 
     def shell(self, args: str | None, extra: tuple[str, ...] = (), matrix: str = MATRIX) -> str:
         """The env's commands as one shell command: ``args`` (shell text, as written after
-        ``--``) as the positional arguments, then ``extra``, quoted, for an env that runs
-        cells; ``matrix`` stands for ``python -m matrix`` in the commands that run them."""
-        words = " ".join([args or "", *(shlex.quote(a) for a in extra if self.runs_cells)])
+        ``--``) as the positional arguments, then ``extra``, quoted; ``matrix`` stands for
+        ``python -m matrix`` in the commands that import vLLM."""
+        words = " ".join([args or "", *(shlex.quote(a) for a in extra)])
         lines = [_posargs(command, words.strip() or None) for command in self.commands]
         lines = [
-            matrix + line[len(MATRIX) :] if line.startswith(MATRIX_RUN) else line for line in lines
+            matrix + line[len(MATRIX) :] if runs(line, IMPORT_VLLM) else line for line in lines
         ]
         return lines[0] if len(lines) == 1 else "( " + " && ".join(lines) + " )"
 

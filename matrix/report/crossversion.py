@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix.judge.result import CellResult
+from matrix.releases import release_of
 from matrix.report.fidelity import (
     COMPARED_FIELDS,
     FIDELITY_CHECKS,
@@ -144,16 +145,25 @@ def json_document(
     }
 
 
-def main(paths: Sequence[Path], out: Path, suite: str = "") -> int:
+def main(paths: Sequence[Path], out: Path, suite: str = "", releases: Sequence[str] = ()) -> int:
     """Print and write the cross-version report of a suite's release reports (the shipped
-    cases' unless ``suite`` names another); 1 when a fidelity check differs, when none across
-    two releases ran, or when a release skipped every cell."""
+    cases' unless ``suite`` names another; only ``releases``' when it names some, each of
+    which must have one); 1 when a fidelity check differs, when none across two releases ran
+    (unless ``releases`` names one only: a table of one release asked for), or when a release
+    skipped every cell."""
     named = f"{report_stem('*', False, suite)}.json"
     try:
         reports = load_reports(paths, named)
     except ReportError as error:
         print(f"matrix crossversion: {error}")
         return 2
+    asked = {release_of(version): version for version in releases}
+    absent = [version for release, version in asked.items() if release not in reports]
+    if absent:
+        print(f"matrix crossversion: --release {absent[0]}: no report of it in {paths[0]}")
+        return 1
+    if asked:
+        reports = {release: report for release, report in reports.items() if release in asked}
     if not reports:
         print(f"matrix crossversion: no {named} reports in {', '.join(map(str, paths))}")
         return 2
@@ -191,7 +201,13 @@ def main(paths: Sequence[Path], out: Path, suite: str = "") -> int:
         for r in results
         if r.status == "differs" and not r.check.informational
     ]
-    if not any(r.status != "not_run" and r.check.across_releases for r in results):
+    across = any(r.status != "not_run" and r.check.across_releases for r in results)
+    if len(asked) == 1:  # one release asked for: no check across releases is owed
+        print(
+            f"matrix crossversion: one release asked for (--release {releases[0]}): its stock "
+            "table, no check across releases to run"
+        )
+    elif not across:
         problems.append("no check across two releases could run (each needs both reports)")
     for problem in problems:
         print(f"matrix crossversion: {problem}")

@@ -28,6 +28,16 @@ __all__ = ["RunInfo", "markdown_report", "matrix_digest", "run_info"]
 REPORT_SUFFIXES = (".md", ".json", ".html")
 REPORT_SUFFIX_HINT = "use a .md, .json or .html file name"
 SHARD_FIELD = "shard"  # a shard report's record of its part of the run (report/merge.py)
+EMPTY_RUN = "matrix: no cell of this selection here: an empty run, nothing to report"
+
+
+def empty_shard_line(group: int, splits: int) -> str:
+    """What a CI shard whose files hold no cell of the selection says (it passes: another
+    shard has the cells, or the merge of them all fails)."""
+    return (
+        f"matrix: shard {group} of {splits} holds no cell of this selection: an empty shard, "
+        "its report selecting none (the merge fails when every shard is empty)"
+    )
 
 
 @dataclass(frozen=True)

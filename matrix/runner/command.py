@@ -23,7 +23,14 @@ from matrix.case.shipped import shipped_cases
 from matrix.installed import installed_source, installed_vllm_version
 from matrix.releases import env_name, newest_release
 from matrix.lifeline import Children, Terminated, exit_status
-from matrix.report.files import REPORT_SUFFIXES, Shard, print_summary, write_report
+from matrix.report.files import (
+    EMPTY_RUN,
+    REPORT_SUFFIXES,
+    Shard,
+    empty_shard_line,
+    print_summary,
+    write_report,
+)
 from matrix.report.merge import merge_shards, report_stem
 from matrix.report.shard_reports import MergeError, load_shard
 from matrix.runner.forked import (
@@ -169,6 +176,8 @@ def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
     cells = list(merged.cells)
     if cells and print_summary(cells, merged.info) and code == pytest.ExitCode.OK:
         code = int(pytest.ExitCode.TESTS_FAILED)
+    if not cells and code == pytest.ExitCode.OK:  # the workers were told it may be empty
+        print(empty_shard_line(*plan.shard) if plan.shard else EMPTY_RUN)
     for path in outputs:
         if path.suffix != ".xml":
             write_report(path, cells, merged.info, shard)
