@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     merge.add_argument("shards", nargs="+", type=Path, help="shard JSON reports or folders")
     merge.add_argument("--out", type=Path, default=REPORTS, help="where to write the reports")
+    merge.add_argument(
+        "--full-terminal", action="store_true", help="print every table, not the headline's"
+    )
     validate = commands.add_parser("validate", help="check case files without running them")
     validate.add_argument("paths", nargs="*", type=Path, default=[DEFAULT_CASES])
     validate.add_argument(
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "merge":
         from matrix.report import merge as merge_module
 
-        return merge_module.main(options.shards, options.out)
+        return merge_module.main(options.shards, options.out, options.full_terminal)
     if options.command == "validate":
         from matrix.tools.validate import validate_files
 

@@ -27,11 +27,13 @@ from matrix.items import (
 from matrix.judge.result import CellResult, wholly_skipped
 from matrix.report.files import (
     EMPTY_RUN,
+    FULL_TERMINAL,
     REPORT_SUFFIX_HINT,
     REPORT_SUFFIXES,
     Shard,
     empty_shard_line,
     run_info,
+    shown_in,
     summary_lines,
     write_report,
 )
@@ -78,6 +80,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="write the --matrix-report files but print no tables (a forked worker's run)",
+    )
+    group.addoption(
+        FULL_TERMINAL,
+        action="store_true",
+        default=False,
+        help="print every table in the terminal (by default, with a Markdown or HTML report "
+        "written, the headline's tables and the cells against their case, the rest in the files)",
     )
     group.addoption(
         "--matrix-worker",
@@ -288,7 +297,9 @@ def pytest_terminal_summary(
         terminalreporter.write_line(empty_shard_line(shard.group, shard.splits))
     if cells and not config.getoption("matrix_no_tables"):
         terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
-        for line in summary_lines(cells, info):
+        paths = [Path(p) for p in config.getoption("matrix_report")]
+        written = shown_in(paths, config.getoption("matrix_full_terminal"))
+        for line in summary_lines(cells, info, written):
             terminalreporter.write_line(line, red=line.startswith("matrix: FAILED"))
     for path in config.getoption("matrix_report"):
         write_report(Path(path), cells, info, shard)

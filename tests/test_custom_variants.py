@@ -126,6 +126,7 @@ def test_a_variant_from_a_temporary_folder_is_in_the_tables_and_json(
         f"--matrix-variant={module}:GREEDY",
         "--matrix-report=r.json",
         "--matrix-report=r.md",
+        "--matrix-full-terminal",  # the case table too, which a report file would hold
         "-m",
         "fixed or mine or greedy",
     )

@@ -3,13 +3,16 @@ the terminal's (COLUMNS) or 120 without one; the brief tables and their details.
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matrix.judge.result import CellResult
 from matrix.judge.severity import PoolFailure
-from matrix.report.files import RunInfo, terminal_lines
+from matrix.report.files import RunInfo, shown_in, terminal_lines
 from matrix.report.fitting import fit_prose, fit_table, terminal_width, wrap_cell
 from matrix.report.models import model_details, models_table
 from matrix.report.tables import Table, brief_cell_text, render_text
@@ -121,3 +124,33 @@ def test_the_brief_models_table_and_its_details() -> None:
         "m under stock: unpromotable below the fit at pool 9 (1 cell)"
     ]
     assert brief_cell_text(cells[0]) == "unpromotable"
+
+
+def test_with_report_files_the_terminal_shows_the_headline_and_names_them() -> None:
+    """A run of 300 cases x 7 variants: its terminal report is the headline's tables, the
+    cases against their expectation and the findings (under 150 lines), then where the rest
+    is; with no file written (or asked for in full) every table is printed."""
+    variants = ["stock", "none", "original", "group_count", "all_groups", "fixed", "proposed"]
+    severities = ["unpromotable", "deadlock", None, None, None, None, None]
+    cells = [
+        cell(f"case_{k:03d}[model=x]", v, s, model=None)
+        for k in range(300)
+        for v, s in zip(variants, severities, strict=True)
+    ]
+    cells[7] = dataclasses.replace(cells[7], as_expected=False)  # case_001 under stock
+    info = RunInfo("0.34.0", "fixed")
+    files = [Path("reports/vllm-0.34.0.md"), Path("reports/vllm-0.34.0.html")]
+    short = terminal_lines(cells, info, 120, files)
+    assert len(short) < 150, len(short)
+    assert "Worst severity per variant" in short and "Tightness" not in short
+    text = "\n".join(short)
+    assert "Cases with a cell against its expectation (1)" in text
+    assert "! case_001[model=x]" in text and "\ncase_002[model=x] " not in text
+    assert (
+        "In full in reports/vllm-0.34.0.md and reports/vllm-0.34.0.html: Cases x variants, "
+        "Tightness" in " ".join(text.split())
+    )
+    assert "--matrix-full-terminal prints them here" in " ".join(text.split())
+    whole = terminal_lines(cells, info, 120)
+    assert "Cases x variants" in whole and "Tightness" in whole and len(whole) > 600
+    assert shown_in(files, full=True) == [] and shown_in([Path("r.json"), *files], False) == files

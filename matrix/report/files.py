@@ -20,14 +20,16 @@ from matrix.report.headline import counts_line, findings
 from matrix.report.html import html_page
 from matrix.report.info import RunInfo, matrix_digest, run_info
 from matrix.report.markdown import markdown_report
-from matrix.report.sections import sections
-from matrix.report.tables import render_text, sort_cells, tightness_table
+from matrix.report.sections import Section, sections
+from matrix.report.tables import case_table, render_text, sort_cells, tightness_table
 
 __all__ = ["RunInfo", "markdown_report", "matrix_digest", "run_info"]
 
 REPORT_SUFFIXES = (".md", ".json", ".html")
 REPORT_SUFFIX_HINT = "use a .md, .json or .html file name"
 SHARD_FIELD = "shard"  # a shard report's record of its part of the run (report/merge.py)
+FULL_TERMINAL = "--matrix-full-terminal"  # every section in the terminal, as a run without files
+TERMINAL_ROWS = 40  # the terminal's rows of cases against their expectation; the rest in files
 EMPTY_RUN = "matrix: no cell of this selection here: an empty run, nothing to report"
 
 
@@ -65,22 +67,31 @@ class Shard:
 
 
 def terminal_lines(
-    cells: Sequence[CellResult], info: RunInfo, width: int | None = None
+    cells: Sequence[CellResult],
+    info: RunInfo,
+    width: int | None = None,
+    written: Sequence[Path] = (),
 ) -> list[str]:
     """The results as the terminal summary shows them, no line wider than ``width`` (the
-    terminal's, 120 without one): every section's table (its brief form, with notes on what
-    that leaves out, where the section asks for it or the full table is too wide), then the
-    findings."""
+    terminal's, 120 without one): the headline's sections, the cases whose cells differ from
+    their expectation, the counts and the findings, then a line naming what is left out and
+    the files ``written`` (a Markdown or HTML report) that hold it. With none written, every
+    section, as nothing else holds them. A section is shown in its brief form (with notes on
+    what that leaves out) where it asks for it or the full table is too wide."""
     width = width or terminal_width()
     lines = fit_prose(f"vLLM from the {info.source.describe()}", width) if info.source else []
-    for section in sections(cells):
-        full = render_text(section.table).splitlines()
-        if section.brief is None or (not section.always_brief and fits(full, width)):
-            lines += ["", section.title, *fit_table(section.table, width)]
-            continue
-        lines += ["", section.title, *fit_table(section.brief, width)]
-        for note in section.notes:
-            lines += fit_prose(note, width, indent="  ")
+    every = sections(cells)
+    shown = [s for s in every if s.headline or not written]
+    for section in shown:
+        lines += ["", section.title, *_section_lines(section, width)]
+    wrong = {cell.case for cell in cells if not cell.as_expected}
+    if written and wrong:
+        differing = case_table([c for c in cells if c.case in wrong], brief=True)
+        header, rows = differing
+        title = f"Cases with a cell against its expectation ({len(rows)})"
+        lines += ["", title, *fit_table((header, rows[:TERMINAL_ROWS]), width)]
+        if len(rows) > TERMINAL_ROWS:
+            lines += fit_prose(f"and {len(rows) - TERMINAL_ROWS} more in the reports", width)
     lines += ["", *fit_prose(counts_line(cells), width)]
     for finding in findings(cells):
         lines += fit_prose(f"- {finding.replace('`', '')}", width)
@@ -89,23 +100,50 @@ def terminal_lines(
             "",
             *fit_prose(f"every cell was skipped, so the run fails: {cells[0].detail}", width),
         ]
+    left = [s.title for s in every if not (s.headline or not written)]
+    if left:
+        files = " and ".join(str(path) for path in written)
+        lines += [
+            "",
+            *fit_prose(
+                f"In full in {files}: {', '.join(left)}; {FULL_TERMINAL} prints them here.", width
+            ),
+        ]
     return lines
 
 
-def summary_lines(cells: Sequence[CellResult], info: RunInfo) -> list[str]:
-    """The end of a run in the terminal: the tables, then a failing line for each case or
-    model whose every cell was skipped (such a run tested nothing of it, so it fails)."""
+def _section_lines(section: Section, width: int) -> list[str]:
+    """A section's table fitted to ``width``: in full, or in brief with its notes."""
+    full = render_text(section.table).splitlines()
+    if section.brief is None or (not section.always_brief and fits(full, width)):
+        return fit_table(section.table, width)
+    notes = [line for note in section.notes for line in fit_prose(note, width, indent="  ")]
+    return [*fit_table(section.brief, width), *notes]
+
+
+def shown_in(paths: Sequence[Path], full: bool) -> list[Path]:
+    """The report files that hold what the terminal leaves out (none when it is to show
+    everything): the Markdown and the HTML page among ``paths``."""
+    return [] if full else [path for path in paths if path.suffix in (".md", ".html")]
+
+
+def summary_lines(
+    cells: Sequence[CellResult], info: RunInfo, written: Sequence[Path] = ()
+) -> list[str]:
+    """The end of a run in the terminal (:func:`terminal_lines`), then a failing line for each
+    case or model whose every cell was skipped (such a run tested nothing of it, so it fails)."""
     width = terminal_width()
     failed = [f"matrix: FAILED: {line}" for line in wholly_skipped(list(cells))]
-    return [*terminal_lines(cells, info, width), *(w for f in failed for w in fit_prose(f, width))]
+    lines = terminal_lines(cells, info, width, written)
+    return [*lines, *(w for f in failed for w in fit_prose(f, width))]
 
 
-def print_summary(cells: Sequence[CellResult], info: RunInfo) -> bool:
+def print_summary(cells: Sequence[CellResult], info: RunInfo, written: Sequence[Path] = ()) -> bool:
     """Prints the run's title and :func:`summary_lines` (a forked run's, a merge's); True when
     a case or model had every cell skipped, which fails the run."""
     title = f" KV reservation matrix, vLLM {info.vllm_version} "
     print(f"\n{title:=^80}")
-    print("\n".join(summary_lines(cells, info)))
+    print("\n".join(summary_lines(cells, info, written)))
     return bool(wholly_skipped(list(cells)))
 
 

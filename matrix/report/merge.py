@@ -15,7 +15,14 @@ from pathlib import Path
 
 from matrix.judge.result import CellResult
 from matrix.judge.verdict import pool_ranges
-from matrix.report.files import REPORT_SUFFIXES, RunInfo, inside, print_summary, write_report
+from matrix.report.files import (
+    REPORT_SUFFIXES,
+    RunInfo,
+    inside,
+    print_summary,
+    shown_in,
+    write_report,
+)
 from matrix.report.shard_reports import (
     MergeError,
     ShardReport,
@@ -184,10 +191,11 @@ def _same_run(first: ShardReport, other: ShardReport) -> None:
         )
 
 
-def main(paths: Sequence[Path], out: Path) -> int:
+def main(paths: Sequence[Path], out: Path, full_terminal: bool = False) -> int:
     """``python -m matrix merge``: each release's shards merged into ``out/vllm-<version>.md``
-    and ``.json``, its tables printed; 2 when shards are refused, 1 when a merged cell differs
-    from its case or every cell of a case was skipped (as the run itself would fail)."""
+    and ``.json``, its tables printed (the headline's, or every one with ``full_terminal``);
+    2 when shards are refused, 1 when a merged cell differs from its case or every cell of a
+    case was skipped (as the run itself would fail)."""
     found = shard_paths(paths)
     if not found:
         print(f"matrix merge: no shard reports in {', '.join(map(str, paths))}")
@@ -218,7 +226,10 @@ def main(paths: Sequence[Path], out: Path) -> int:
             print(f"matrix merge: {key}: every shard is empty: no cell of the selection ran")
             failed = True
             continue
-        failed |= print_summary(cells, merged.info) or any(not c.as_expected for c in cells)
+        files = [out / f"{key}{suffix}" for suffix in REPORT_SUFFIXES]
+        written = shown_in(files, full_terminal)
+        failed |= print_summary(cells, merged.info, written)
+        failed |= any(not c.as_expected for c in cells)
         for suffix in REPORT_SUFFIXES:
             try:
                 path = inside(out, f"{key}{suffix}")

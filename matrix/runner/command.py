@@ -25,10 +25,12 @@ from matrix.releases import env_name, newest_release
 from matrix.lifeline import Children, Terminated, exit_status
 from matrix.report.files import (
     EMPTY_RUN,
+    FULL_TERMINAL,
     REPORT_SUFFIXES,
     Shard,
     empty_shard_line,
     print_summary,
+    shown_in,
     write_report,
 )
 from matrix.report.merge import merge_shards, report_stem
@@ -174,7 +176,8 @@ def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
         if xml:
             combine_junit([r.junit for r in results], xml[0])
     cells = list(merged.cells)
-    if cells and print_summary(cells, merged.info) and code == pytest.ExitCode.OK:
+    written = shown_in(outputs, FULL_TERMINAL in pytest_args)
+    if cells and print_summary(cells, merged.info, written) and code == pytest.ExitCode.OK:
         code = int(pytest.ExitCode.TESTS_FAILED)
     if not cells and code == pytest.ExitCode.OK:  # the workers were told it may be empty
         print(empty_shard_line(*plan.shard) if plan.shard else EMPTY_RUN)
