@@ -63,7 +63,7 @@ def test_the_page_holds_everything_itself(tmp_path: Path) -> None:
     assert text.startswith("<!DOCTYPE html>")
     for title in ("Summary (the upstream PR", "Findings", "Worst severity per variant", "Models"):
         assert title in text
-    assert "<details><summary>Cases x variants</summary>" in text
+    assert '<details id="cases-x-variants"><summary>Cases x variants<a class="anchor"' in text
     assert "<script" not in text and "<link" not in text
     assert not re.search(r"src=[\"'](?!data:)", text)  # every picture embedded
     if gallery.available():
@@ -118,3 +118,23 @@ def test_the_page_loads_in_a_browser(tmp_path: Path) -> None:
     )
     assert screenshot.read_bytes().startswith(b"\x89PNG")
     assert screenshot.stat().st_size > 20_000  # a page, not a blank
+
+
+def test_the_contents_link_every_part_and_each_case_row_has_an_anchor(tmp_path: Path) -> None:
+    """A table of contents before the parts, a link to each part's id (unique; a count in
+    the title left out, so a link stays good run after run), each heading linking to itself,
+    and each row of the case table an id its own link names."""
+    text = page(tmp_path).read_text()
+    nav = re.search(r'<nav id="contents">(.*?)</nav>', text)
+    assert nav and text.index("<nav") < text.index("<h2")
+    linked = re.findall(r'href="#([^"]+)"', nav.group(1))
+    ids = re.findall(r'<(?:h2|details) id="([^"]+)"', text)
+    assert linked == ids and len(set(ids)) == len(ids) > 5
+    assert "cases-x-variants" in ids and "failing-cells" in ids
+    for anchor in ids:  # each heading links to itself
+        assert f'id="{anchor}">' in text and f'href="#{anchor}">#</a>' in text
+    rows = re.findall(r'<tr id="([^"]+)"><td><a class="anchor" href="#([^"]+)">#</a>', text)
+    cases = {cell.case for cell in MODEL_CELLS}
+    assert {html.unescape(row) for row, _ in rows} == {f"case-{case}" for case in cases}
+    for row, link in rows:  # a browser decodes the link's fragment to the row's id
+        assert unquote(html.unescape(link)) == html.unescape(row)

@@ -41,10 +41,12 @@ class CellPictures:
 @dataclass(frozen=True)
 class Shaded:
     """A table whose cells after the first column are coloured, each by a key of
-    :data:`~matrix.report.gallery.SHADES` (the page colours them; the Markdown cannot)."""
+    :data:`~matrix.report.gallery.SHADES` (the page colours them; the Markdown cannot); a row
+    a case, ``cases`` naming each (the page gives each row an anchor)."""
 
     table: Table
     shades: tuple[tuple[str, ...], ...]
+    cases: tuple[str, ...] = ()
 
 
 Item = str | Table | Image | Bullets | CellPictures | Shaded
@@ -138,20 +140,26 @@ def _folded(section: Section, cells: Sequence[CellResult]) -> Part:
     guide: tuple[Item, ...] = (section.guide,) if section.guide else ()
     table: Item = section.table
     if section.shaded:
-        table = Shaded(section.table, case_shades(cells))
+        table = Shaded(section.table, case_shades(cells), tuple(sorted_cases(cells)))
     brief: tuple[Item, ...] = ()
     if section.brief is not None and not section.headline:
         brief = (*section.notes, section.brief)
     return Part(title, (*guide, table), True, brief, DIFFERING if section.small else FULL_TABLES)
 
 
+def sorted_cases(cells: Sequence[CellResult]) -> dict[str, dict[str, CellResult]]:
+    """The cells by case and variant, the cases in the case table's order."""
+    by_case: dict[str, dict[str, CellResult]] = {}
+    for cell in sort_cells(cells):
+        by_case.setdefault(cell.case, {})[cell.variant] = cell
+    return by_case
+
+
 def case_shades(cells: Sequence[CellResult]) -> tuple[tuple[str, ...], ...]:
     """Each row of the case table's cells by their shade (``skip`` where a variant did not
     run the case), in the table's order."""
     variants = variants_of(cells)
-    by_case: dict[str, dict[str, CellResult]] = {}
-    for cell in sort_cells(cells):
-        by_case.setdefault(cell.case, {})[cell.variant] = cell
+    by_case = sorted_cases(cells)
     return tuple(
         tuple(shade(row[v]) if v in row else "skip" for v in variants) for row in by_case.values()
     )
