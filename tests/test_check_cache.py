@@ -159,6 +159,20 @@ def test_an_edited_file_is_checked_again(
     assert re.search(r"imported in \d+\.\d s\n$", said), said
 
 
+def test_show_layout_of_a_file_validate_just_read_needs_no_import(
+    filled: Filled, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``validate`` naming a config.json imports vLLM to read it, and keeps ``show-layout``'s
+    report for its default options: ``show-layout`` then answers without an import, the
+    sweep's layout class included."""
+    monkeypatch.setenv("MATRIX_VLLM_CACHE", str(tmp_path / "cache"))
+    code, out, err = called(["validate", str(filled.model)])
+    assert code == 0 and IMPORTING in err, out + err
+    code, out, err = called(["show-layout", str(filled.model)])
+    assert code == 0 and err == "", err
+    assert out.endswith("layout class full/16 (full16)\n"), out
+
+
 def _garbage(text: str) -> str:
     return "\x00\ufffd not JSON"
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from matrix.case.baselines import read_baseline, write_baseline
+from matrix.case.layout_class import class_slug
 from matrix.installed import installed_vllm_version
 from tests.helpers import forked_main, needs_vllm
 
@@ -135,3 +136,42 @@ def test_a_model_file_is_checked_at_the_length_its_config_allows(
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 448}))
     assert check_model_file(folder / "config.json").errors == []
+
+
+def test_a_users_config_is_classed_as_the_sweep_classes_its_architecture(
+    adapter: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``sweep --config``: a config.json the sweep's way (Gemma 2's, whose default config
+    the baseline holds), the baseline's architectures of its class and its class cells named;
+    asked again, answered from the check cache; a file that is no config.json: one line, 2.
+    ``show-layout`` prints the same class for the same config."""
+    from matrix.__main__ import main
+    from matrix.case.shipped import shipped_cases
+
+    monkeypatch.setenv("MATRIX_VLLM_CACHE", str(tmp_path / "cache"))
+    config = shipped_cases() / "models" / "gemma-2-2b" / "config.json"
+    baseline = {r.architecture: r for r in read_baseline(installed_vllm_version() or "") or ()}
+    held = baseline["Gemma2ForCausalLM"]
+    assert main(["sweep", "--config", str(config)]) == 0
+    out, err = capsys.readouterr()
+    assert "importing vLLM" in err
+    first = out.splitlines()
+    assert first[0] == (
+        f"sweep: {config} (Gemma2ForCausalLM, model type gemma2): layout class {held.detail} "
+        f"({class_slug(held.detail)})"
+    )
+    assert "Gemma2ForCausalLM" in first[1] and f"cells/{class_slug(held.detail)}.yaml" in first[2]
+    assert main(["sweep", "--config", str(config)]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == first and "importing vLLM" not in err  # kept
+    assert main(["show-layout", str(config)]) == 0
+    assert f"layout class {held.detail} ({class_slug(held.detail)})" in capsys.readouterr().out
+    (tmp_path / "notes.txt").write_text("{}")
+    assert main(["sweep", "--config", str(tmp_path / "notes.txt")]) == 2
+    assert capsys.readouterr().err == (
+        f"matrix sweep --config: {tmp_path / 'notes.txt'}:1: vLLM reads a folder's "
+        "config.json: name the file so\n"
+    )

@@ -42,6 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the ``sweep`` command's arguments to ``parser``."""
     parser.add_argument("--only", nargs="+", metavar="ARCH", help="sweep these architectures")
     parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="CONFIG_JSON",
+        help="derive one model's config.json as the sweep derives an architecture: its layout "
+        "class, the baseline's architectures of that class, the class cells that run it",
+    )
+    parser.add_argument(
         "--part",
         type=int,
         metavar="K",
@@ -193,6 +200,10 @@ def main(options: argparse.Namespace) -> int:
         env = env_name(newest_release(), "sweep")
         print(f"matrix sweep: vLLM is not installed (use tox -e {env})", file=sys.stderr)
         return 2
+    if options.config is not None:
+        from matrix.sweep import one_config
+
+        return one_config.main(options.config, version)
     try:
         baseline = _baseline(options, version)
     except BaselineError as error:

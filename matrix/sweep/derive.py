@@ -161,6 +161,20 @@ def derive_row(architecture: Architecture, folder: Path) -> Row:
         return row("error", _one_line(error))
 
 
+def config_row(path: Path, architecture: str, model_type: str) -> Row:
+    """The row of a user's config.json (``sweep --config``), derived as a default config is."""
+
+    def row(status: Status, detail: str) -> Row:
+        return Row(architecture, "-", model_type, status, _reason(detail.replace("\t", " ")))
+
+    try:
+        return row("layout", _layout_class(path))
+    except _Refusal as refusal:
+        return row(*classify(str(refusal), architecture))
+    except Exception as error:  # the matrix's own failure: a row, never a traceback
+        return row("error", _one_line(error))
+
+
 def timed_out_row(architecture: Architecture, why: str) -> Row:
     """The row of an architecture whose derivation ran out of time."""
     return Row(architecture.name, architecture.table, "-", "error", why)

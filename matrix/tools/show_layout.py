@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from matrix.case.format import CaseFile
+from matrix.case.layout_class import class_group, class_key, class_slug
 from matrix.case.limits import LIMITS
 from matrix.case.loading import CaseFileError, read_model_file
 from matrix.case.model_paths import model_file, no_model, present
@@ -147,6 +148,31 @@ def _known_or_derived(
     return report
 
 
+def keep_default_report(path: Path) -> None:
+    """The report for ``path`` with the default options, derived (vLLM imported) and kept
+    unless one is: ``validate``, which imported vLLM to read the file, leaves ``show-layout``
+    nothing to import for."""
+    from matrix.tools.check_cache import keep_report, known_report
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = parser.parse_args([str(path)])
+    try:
+        case = _case(options)
+        if known_report(case, path) is None:
+            keep_report(case, path, derived(options))
+    except Exception:  # validate says what is wrong with the file; only nothing is kept
+        return
+
+
+def layout_class(report: dict[str, Any], max_model_len: int) -> str:
+    """The report's layout as the sweep classes layouts (``matrix.case.layout_class``)."""
+    return class_key(
+        class_group(g["kind"], g["block_size"], g["window"], g["mamba_mode"], max_model_len)
+        for g in report["groups"]
+    )
+
+
 def main(options: argparse.Namespace) -> int:
     """Prints the layout vLLM derives, as a table or JSON; returns the exit code."""
     try:
@@ -165,8 +191,9 @@ def main(options: argparse.Namespace) -> int:
     except Exception as error:  # a LayoutError or UnsupportedRelease: one line, not a traceback
         print(f"matrix show-layout: {type(error).__name__}: {error}".splitlines()[0])
         return 2
+    key = layout_class(report, options.max_model_len)
     if options.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps({**report, "layout_class": key}, indent=2))
         return 0
     print(
         f"{report['model']} on vLLM {report['vllm_version']}, {report['device']}: "
@@ -184,4 +211,5 @@ def main(options: argparse.Namespace) -> int:
     print(
         f"scheduler block {report['scheduler_block_size']}, hash block {report['hash_block_size']}"
     )
+    print(f"layout class {key} ({class_slug(key)})")
     return 0

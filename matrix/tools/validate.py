@@ -102,13 +102,15 @@ def validate_files(paths: list[Path], references: list[str]) -> int:
             if case.definition.described is not None and used is not None:
                 checked.models.setdefault(used, None)
                 checked.model_cases.append(case)
-    _check_models(checked)
+    _check_models(checked, [path for path in model_paths if path in paths])
     print(checked.summary())
     return 1 if checked.problems else 0
 
 
-def _check_models(checked: Checked) -> None:
-    """The model files as files, then against transformers and vLLM; the model cases' layouts."""
+def _check_models(checked: Checked, named: list[Path]) -> None:
+    """The model files as files, then against transformers and vLLM; the model cases' layouts.
+    Where vLLM is imported for them, the ``named`` files' ``show-layout`` (its default
+    options) is derived and kept too: asked next, it needs no import of its own."""
     for path in list(checked.models):
         try:
             read_model_file(path)
@@ -142,7 +144,17 @@ def _check_models(checked: Checked) -> None:
             checked.bad_models.add(path)
         else:
             print(f"{path}: ok, {_kind(path)}")
+            if heavy or unknown:
+                _keep_shown_layout(path, named)
     _check_model_cases(checked, cases, layouts)
+
+
+def _keep_shown_layout(path: Path, named: list[Path]) -> None:
+    """``show-layout``'s report of a model file named on the command line, kept."""
+    if path in named:
+        from matrix.tools.show_layout import keep_default_report
+
+        keep_default_report(path)
 
 
 def _import_vllm(files: list[Path], cases: list[Case]) -> None:
