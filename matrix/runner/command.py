@@ -21,8 +21,8 @@ from matrix.case.expansion import CASE_SUFFIXES
 from matrix.case.reading import special_file
 from matrix.case.shipped import shipped_cases
 from matrix.installed import installed_source, installed_vllm_version
-from matrix.releases import env_name, newest_release
 from matrix.lifeline import Children, Terminated, exit_status
+from matrix.releases import env_name, newest_release
 from matrix.report.files import (
     EMPTY_RUN,
     FULL_TERMINAL,
