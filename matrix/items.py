@@ -119,8 +119,15 @@ class CellItem(pytest.Item):
             # case's line (-rs), as pytest reports a skip marker.
             raise pytest.skip.Exception(missing, _use_item_location=True)
         if not result.as_expected:
+            judged, variant = self.cell.judged_as, self.cell.variant
+            held = variant if judged == variant else f"{variant} or {judged} (what stock ships)"
+            default = (
+                ""
+                if self.cell.case.states_expectation(judged)
+                else f" (by default: the case has no expect entry for {held})"
+            )
             raise CellMismatch(
-                f"expected {result.expected_kind or result.expected}, observed "
+                f"expected {result.expected_kind or result.expected}{default}, observed "
                 f"{result.observed} ({result.kind}): {result.detail}"
             )
 

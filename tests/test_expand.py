@@ -80,6 +80,44 @@ def test_overlay_axis_sets_several_places(write_case: WriteCase) -> None:
     ]
 
 
+def test_an_axis_value_may_leave_the_case_as_written(write_case: WriteCase) -> None:
+    """``null`` (or ``{}``) for an axis value without ``path``: the case as written, no dummy
+    setting needed; anything else that is not a mapping is still refused at its line."""
+    text = MULTI.split("matrix:")[0] + (
+        "matrix:\n  k:\n    values:\n"
+        "      base:\n"
+        "      empty: {}\n"
+        '      "3": {speculative.num_tokens: 3, expect.fixed: fail}\n'
+    )
+    cells = cells_from_file(write_case(text))
+    assert [(c.test_id, c.expected) for c in cells] == [
+        ("multi[k=base]-original", "fail"),
+        ("multi[k=base]-fixed", "pass"),
+        ("multi[k=empty]-original", "fail"),
+        ("multi[k=empty]-fixed", "pass"),
+        ("multi[k=3]-original", "fail"),
+        ("multi[k=3]-fixed", "fail"),
+    ]
+    spec = cells[0].case.definition.speculative
+    assert spec is not None and spec.num_tokens == 1  # as the case writes it
+    with pytest.raises(CaseFileError, match=r"value 'base': an overlay is a mapping .*or null"):
+        cells_from_file(write_case(text.replace("      base:\n", "      base: 3\n")))
+
+
+def test_a_default_expectation_is_placed_at_the_cases_expect(write_case: WriteCase) -> None:
+    """A cell held to pass by default (no entry for its variant) is reported at the case's
+    ``expect:`` line, where its entry would go (else at its ``name:``), and says it is the
+    default; a written one at its entry."""
+    text = "# a comment first\n\n" + MULTI
+    original, fixed = cells_from_file(write_case(text))[:2]
+    assert original.line == fixed.line == text.splitlines().index("expect: {original: fail}") + 1
+    assert original.case.states_expectation("original")
+    assert not fixed.case.states_expectation("fixed")
+    bare = text.replace("expect: {original: fail}\n", "")
+    fixed = cells_from_file(write_case(bare))[1]
+    assert fixed.line == bare.splitlines().index("name: multi") + 1
+
+
 def test_shipped_ids_are_unique() -> None:
     ids = [c.test_id for path in sorted(CASES.glob("*.yaml")) for c in cells_from_file(path)]
     assert len(ids) == len(set(ids))

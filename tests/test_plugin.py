@@ -175,3 +175,21 @@ def test_a_named_directory_without_case_files_says_so(pytester: pytest.Pytester)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "empty")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*empty: no case files (*.yaml, *.yml) and no tests"])
+
+
+def test_a_default_expectations_failure_says_so_at_the_cases_expect(
+    inline: pytest.Pytester,
+) -> None:
+    """A cell failing against pass by default (its variant has no entry) is reported at the
+    case's ``expect:`` line, where its entry would go, saying the pass is the default."""
+    text = "# the case\n\n" + replaced(SMALL, ("{none: fail, original: fail}", "{original: fail}"))
+    inline.makefile(".yaml", small=text)
+    result = inline.runpytest_inprocess("small.yaml", "-p", "no:cacheprovider", "-m", "none")
+    result.assert_outcomes(failed=1)
+    line = text.splitlines().index("expect: {original: fail}") + 1
+    result.stdout.fnmatch_lines(
+        [
+            f"*small.yaml:{line}: expected pass (by default: the case has no expect entry for "
+            "none), observed fail*"
+        ]
+    )

@@ -10,9 +10,9 @@ import pytest
 
 from matrix.judge.result import CellResult
 from matrix.judge.severity import PoolFailure
-from matrix.report.files import RunInfo, markdown_report, write_report
+from matrix.report.files import RunInfo, markdown_report, terminal_lines, write_report
 from matrix.report.gallery import available, planned
-from matrix.report.headline import reading_guide
+from matrix.report.headline import counts_line, reading_guide
 from matrix.report.markdown import COMMENT_LIMIT, budgeted
 from matrix.report.tables import case_table, summary_table
 
@@ -150,3 +150,31 @@ def test_the_headline_reconciles_the_summary_with_the_models() -> None:
     )
     text = markdown_report([table, stall], INFO)
     assert text.index("**Summary and Models.**") < text.index("## Summary")
+
+
+def test_the_report_does_not_depend_on_the_cells_order() -> None:
+    """A merge gives the cells shard by shard, a run in the tables' order: the Markdown (its
+    example cells included) and the terminal are the same either way."""
+    stalls = [
+        replace(
+            cell(f"m[prompt={name}]", None, "stock", "fail", "fail", "stall"),
+            model="m",
+            failures=(PoolFailure(7, "stall", "unpromotable"),),
+            startable=9,
+        )
+        for name in ("a", "b", "c")
+    ]
+    cells = [cell("mamba", "Mamba align", "stock", "pass"), *stalls]
+    shuffled = [cells[3], cells[1], cells[0], cells[2]]
+    assert "such as `m[prompt=a]`" in markdown_report(cells, INFO, "r")
+    assert markdown_report(shuffled, INFO, "r") == markdown_report(cells, INFO, "r")
+    assert terminal_lines(shuffled, INFO, 120) == terminal_lines(cells, INFO, 120)
+
+
+def test_the_counts_say_the_shape_only_where_every_case_runs_every_variant() -> None:
+    """``6 cases x 7 variants`` is 42 cells: a run whose cases name their own variants (a
+    findings run: 30 cells) says that each case runs some of them."""
+    whole = [cell(f"c{k}", None, v, "pass") for k in range(2) for v in ("original", "fixed")]
+    assert counts_line(whole).startswith("4 cells (2 cases x 2 variants): 4 pass;")
+    some = whole[:3]
+    assert counts_line(some).startswith("3 cells (2 cases, each under some of 2 variants): ")

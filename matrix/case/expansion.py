@@ -43,10 +43,17 @@ class Case:
     # Where each variant's expectation is written (the expect: entry, an axis overlay that sets
     # it, or expect.default); a failing cell is reported there.
     expectation_lines: tuple[tuple[str, int], ...] = ()
+    expect_line: int | None = None  # the case's own `expect:`, where an entry would be added
 
     def expectation_line(self, variant: str) -> int:
-        """The line where ``variant``'s expectation is written, else the line of the case's name."""
-        return dict(self.expectation_lines).get(variant, self.line)
+        """The line where ``variant``'s expectation is written; for one that is the default
+        (pass, written nowhere), the case's ``expect:``, where its entry would go, else the
+        line of the case's name."""
+        return dict(self.expectation_lines).get(variant, self.expect_line or self.line)
+
+    def states_expectation(self, variant: str) -> bool:
+        """Whether the case writes ``variant``'s expectation (else it is pass by default)."""
+        return variant in dict(self.expectation_lines)
 
     def redundant_stock(self) -> str | None:
         """Why this case's ``expect.stock`` should go, when it repeats what a release ships:
@@ -179,7 +186,9 @@ def expand_document(
         lines = _expectation_lines(document, {}, base)
         labels = connector_label(base, [])
         case_id = f"{base.name}[{labels}]" if labels else base.name
-        return [Case(case_id, document.path, document.line_of(("name",)), base, lines)]
+        name_line = document.line_of(("name",))
+        expect_line = document.lines.get(("expect",))
+        return [Case(case_id, document.path, name_line, base, lines, expect_line)]
     axes = list(base.matrix.items())
     points = itertools.product(*(_axis_points(name, axis, document) for name, axis in axes))
     return [_case_at(document, base.name, axes, combination, variants) for combination in points]
@@ -223,7 +232,9 @@ def _case_at(
     lines = _expectation_lines(document, axis_lines, spec)
     labels = ",".join(filter(None, (connector_label(spec, axes), labels)))
     case_id = f"{name}[{labels}]" if labels else name
-    return Case(case_id, document.path, document.line_of(("name",)), spec, lines)
+    expect_line = document.lines.get(("expect",))
+    name_line = document.line_of(("name",))
+    return Case(case_id, document.path, name_line, spec, lines, expect_line)
 
 
 def connector_label(spec: CaseFile, axes: list[tuple[str, Axis]]) -> str:

@@ -105,7 +105,8 @@ class Axis(Strict):
     With ``path`` (a dotted path into this case), ``values`` is a list (labels are the values
     themselves) or a mapping label -> value. Without ``path``, ``values`` maps each label to
     an overlay ``{dotted.path: value, ...}``, for axes that change several places at once
-    (for example a layout and the expectations that follow from it).
+    (for example a layout and the expectations that follow from it); ``null`` or ``{}``: the
+    case as written (a baseline point, with no dummy setting to invent).
     """
 
     path: Annotated[str, Field(min_length=1)] | None = None
@@ -119,9 +120,10 @@ class Axis(Strict):
             if not isinstance(self.values, dict):
                 raise ValueError("an axis without 'path' maps labels to overlays")
             for label, overlay in self.values.items():
-                if not isinstance(overlay, dict) or not overlay:
+                if overlay is not None and not isinstance(overlay, dict):
                     raise ValueError(
-                        f"value '{label}': an overlay is a mapping {{dotted.path: value, ...}}"
+                        f"value '{label}': an overlay is a mapping {{dotted.path: value, ...}}, "
+                        "or null for the case as written"
                     )
         return self
 
@@ -134,7 +136,7 @@ class Axis(Strict):
     def overlays(self, value: Any) -> dict[str, Any]:
         """The places this axis sets for one of its values."""
         if self.path is None:
-            return {str(path): item for path, item in value.items()}
+            return {str(path): item for path, item in (value or {}).items()}
         return {self.path: value}
 
 

@@ -85,7 +85,10 @@ def document(
 ) -> Document:
     """The report of ``cells`` with the ``pictures`` drawn for it; None: pictures are off
     (matplotlib is missing), and the report says so. How to read it comes first, then the
-    headline's tables and the heat map, then the full tables and the other pictures, folded."""
+    headline's tables and the heat map, then the full tables and the other pictures, folded.
+    The cells' order does not matter (a merge gives them shard by shard): the examples the
+    text names are the first in the tables' order."""
+    cells = sort_cells(cells)
     opening = [f"vLLM from the {info.source.describe()}."] if info.source else []
     stock = (
         f"Stock on this release is expected to behave like `{info.ships}`. " if info.ships else ""

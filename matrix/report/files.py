@@ -79,6 +79,7 @@ def terminal_lines(
     section, as nothing else holds them. A section is shown in its brief form (with notes on
     what that leaves out) where it asks for it or the full table is too wide."""
     width = width or terminal_width()
+    cells = sort_cells(cells)  # a merge's come shard by shard: the examples named stay the same
     lines = fit_prose(f"vLLM from the {info.source.describe()}", width) if info.source else []
     every = sections(cells)
     shown = [s for s in every if s.headline or not written]

@@ -37,7 +37,10 @@ def counts_line(cells: Sequence[CellResult]) -> str:
         if wrong
         else "every cell as its case expects"
     )
-    shape = f"{plural(len(cases), 'case')} x {plural(len(variants_of(cells)), 'variant')}"
+    variants = len(variants_of(cells))
+    shape = f"{plural(len(cases), 'case')} x {plural(variants, 'variant')}"
+    if len(cells) != len(cases) * variants:  # cases that run some of the variants (`variants:`)
+        shape = f"{plural(len(cases), 'case')}, each under some of {plural(variants, 'variant')}"
     return f"{plural(len(cells), 'cell')} ({shape}): {outcome}; {verdict}."
 
 
