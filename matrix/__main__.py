@@ -1,4 +1,4 @@
-"""Command line: ``python -m matrix COMMAND``: run, connectors, merge, validate, crossversion,
+"""Command line: ``python -m matrix COMMAND``: run, connectors, merge, validate, record-expectations, crossversion,
 schema, bench, show-layout, sweep, explore, live, upstream, bisect, finding, releases."""
 
 from __future__ import annotations
@@ -126,6 +126,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar="MODULE:NAME",
         help="a variant of your own the cases may name (as pytest's --matrix-variant)",
     )
+    record = commands.add_parser(
+        "record-expectations",
+        help="write a JSON report's observed verdicts into the case files' expect:/when: "
+        "(review with git diff)",
+    )
+    record.add_argument("report", type=Path, help="a run's JSON report (reports/vllm-*.json)")
+    record.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        help="case files or folders (default: the shipped cases and connector cases)",
+    )
+    record.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     commands.add_parser("schema", help="print the case files' JSON Schema")
     cross = commands.add_parser(
         "crossversion",
@@ -225,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         from matrix.tools.validate import validate_files
 
         return validate_files(options.paths, options.variant)
+    if options.command == "record-expectations":
+        from matrix.case.shipped import CONNECTOR_CASES
+        from matrix.tools.record_expectations import main as record_main
+
+        paths = options.paths or [DEFAULT_CASES, CONNECTOR_CASES]
+        return record_main(options.report, paths, options.dry_run)
     if options.command == "crossversion":
         from matrix.report import crossversion
 
