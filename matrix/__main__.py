@@ -1,5 +1,6 @@
-"""Command line: ``python -m matrix COMMAND``: run, connectors, merge, validate, record-expectations, crossversion,
-schema, bench, show-layout, sweep, explore, live, upstream, bisect, finding, releases."""
+"""Command line: ``python -m matrix COMMAND``: run, connectors, merge, validate,
+record-expectations, crossversion, schema, bench, show-layout, sweep, explore, live, upstream,
+bisect, finding, releases."""
 
 from __future__ import annotations
 
