@@ -228,3 +228,22 @@ def test_a_dry_run_prints_the_diff_and_writes_nothing(
     out = capsys.readouterr().out
     assert f"+++ {case}\n" in out and "+expect: {none: stall}\n" in out
     assert not list(tmp_path.glob(".*"))  # no trial or partial file left behind
+
+
+def test_a_file_naming_releases_is_recorded_only_on_its_reports_release(
+    write_case: WriteCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``when: {release: ...}`` is held to the installed release: a report of another one
+    would be judged against the wrong entries, so its file is refused, saying where to record."""
+    from matrix.installed import installed_release
+    from matrix.releases import RELEASES
+
+    other = next(r for r in RELEASES if r != installed_release())
+    case = write_case(PLAIN + f'when:\n  - {{release: "{other}", expect: {{none: pass}}}}\n')
+    run = report(tmp_path / "r.json", [case], {"plain-none": "leak"})
+    data = json.loads(run.read_text())
+    run.write_text(json.dumps({**data, "vllm_version": f"{other}.0"}))
+    before = case.read_text()
+    assert main(["record-expectations", str(run), str(case)]) == 1
+    assert f"its when: names releases, and the report is of {other}" in capsys.readouterr().out
+    assert case.read_text() == before

@@ -20,6 +20,8 @@ from typing import get_args
 from matrix.case.expansion import Case, Cell, cells_for_case, expand_document
 from matrix.case.expectation_edits import EditError, apply, expect_edits, when_edits
 from matrix.case.loading import CaseFileError, read_document, validate
+from matrix.case.when import RELEASE_AXIS
+from matrix.installed import installed_release
 from matrix.judge.result import CellResult
 from matrix.outcomes import FailureKind
 from matrix.variant_names import BuiltInVariant
@@ -167,6 +169,7 @@ def plan_file(
     variants: tuple[str, ...],
     notes: list[str],
     found: set[str],
+    release: str,
 ) -> Plan | None:
     """The file with the report's verdicts recorded (None: nothing to record; ``found`` gets
     its cells' ids, ``notes`` what is passed over); raises :class:`EditError` or
@@ -174,6 +177,11 @@ def plan_file(
     known = _read(path, variants)
     cells = _cells(known, ships, variants)
     found.update(cell.test_id for _, cell in cells)
+    if release != installed_release() and _names_releases(path):
+        raise EditError(
+            f"its when: names releases, and the report is of {release}: record it where "
+            f"vLLM {release} is installed (here, {installed_release()})"
+        )
     wanted, recorded = _wanted(cells, report, notes)
     if not wanted:
         return None
@@ -188,6 +196,13 @@ def plan_file(
             continue
         return Plan(path, edited, tuple(recorded))
     raise EditError(problem)
+
+
+def _names_releases(path: Path) -> bool:
+    """Whether a ``when:`` entry of the file names releases (then its expectations are the
+    installed release's: ``installed.installed_release``)."""
+    when = read_document(path).data.get("when")
+    return any(isinstance(e, dict) and RELEASE_AXIS in e for e in when or [])
 
 
 def _check(

@@ -17,6 +17,7 @@ from matrix.case.expectation_edits import EditError
 from matrix.case.loading import CaseFileError
 from matrix.case.model_paths import is_model_file
 from matrix.judge.result import CellResult
+from matrix.releases import nearest_release
 from matrix.report.report_data import ReportError, read_report
 from matrix.tools.expectation_plan import Plan, plan_file
 from matrix.variant_names import VARIANT_NAMES, BuiltInVariant
@@ -60,6 +61,7 @@ def main(report_path: Path, paths: Sequence[Path], dry_run: bool = False) -> int
         return 2
     report: dict[str, CellResult] = {f"{c.case}-{c.variant}": c for c in read.cells}
     ships: BuiltInVariant = read.info.ships if read.info.ships in VARIANT_NAMES else "fixed"
+    release = nearest_release(str(read.info.vllm_version).split(" ")[0])
     variants = (*VARIANT_NAMES, *sorted({c.variant for c in read.cells} - set(VARIANT_NAMES)))
     files = [f for p in paths for f in case_files(p) if not is_model_file(f)]
     found: set[str] = set()
@@ -67,7 +69,7 @@ def main(report_path: Path, paths: Sequence[Path], dry_run: bool = False) -> int
     notes: list[str] = []
     for path in files:
         try:
-            plan = plan_file(path, report, ships, variants, notes, found)
+            plan = plan_file(path, report, ships, variants, notes, found, release)
         except (EditError, CaseFileError) as error:
             print(f"{path}: not recorded: {error}".splitlines()[0])
             refused += 1
