@@ -150,7 +150,9 @@ def test_with_report_files_the_terminal_shows_the_headline_and_names_them() -> N
         "In full in reports/vllm-0.34.0.md and reports/vllm-0.34.0.html: Cases x variants, "
         "Tightness" in " ".join(text.split())
     )
-    assert "--matrix-full-terminal prints them here" in " ".join(text.split())
+    assert "--matrix-full-terminal (merge: --full-terminal) prints them here" in " ".join(
+        text.split()
+    )
     whole = terminal_lines(cells, info, 120)
     assert "Cases x variants" in whole and "Tightness" in whole and len(whole) > 600
     assert shown_in(files, full=True) == [] and shown_in([Path("r.json"), *files], False) == files

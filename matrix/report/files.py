@@ -107,7 +107,9 @@ def terminal_lines(
         lines += [
             "",
             *fit_prose(
-                f"In full in {files}: {', '.join(left)}; {FULL_TERMINAL} prints them here.", width
+                f"In full in {files}: {', '.join(left)}; {FULL_TERMINAL} (merge: "
+                "--full-terminal) prints them here.",
+                width,
             ),
         ]
     return lines
