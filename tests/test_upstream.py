@@ -352,3 +352,40 @@ def test_the_plugin_applies_a_variant_to_every_scheduler_built(
     assert "_inflight_prefill_reserved_blocks" in vars(built.scheduler)
     assert built.reservation() == harness.reservation()
     assert adapter.build(case, 40).reservation() == stock  # restored: stock again
+
+
+@needs_vllm
+def test_the_plugin_passes_only_the_cpu_platforms_triton_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """0.34's CPU platform refuses x86 without Triton when a config is checked: the plugin runs
+    that check again as with Triton, for that call only; any other refusal still raises, and the
+    check is put back."""
+    import vllm.triton_utils as triton_utils
+    from vllm.platforms.cpu import CpuPlatform
+
+    from matrix.upstream.plugin import pass_triton_check
+
+    seen: list[bool] = []
+
+    def check(cls: Any, config: dict[str, str]) -> None:
+        seen.append(triton_utils.HAS_TRITON)
+        if config.get("refuse"):
+            raise RuntimeError(config["refuse"])
+        if not triton_utils.HAS_TRITON:
+            raise RuntimeError("vLLM on x86 CPUs requires Triton (triton-cpu).")
+
+    monkeypatch.setattr(triton_utils, "HAS_TRITON", False)
+    monkeypatch.setattr(CpuPlatform, "check_and_update_config", classmethod(check))
+    with pytest.raises(RuntimeError, match="requires Triton"):
+        CpuPlatform.check_and_update_config({})
+    replaced = CpuPlatform.__dict__["check_and_update_config"]
+    restore = pass_triton_check()
+    try:
+        CpuPlatform.check_and_update_config({})
+        assert seen[1:] == [False, True] and not triton_utils.HAS_TRITON
+        with pytest.raises(RuntimeError, match="no memory"):
+            CpuPlatform.check_and_update_config({"refuse": "no memory"})
+    finally:
+        restore()
+    assert CpuPlatform.__dict__["check_and_update_config"] is replaced

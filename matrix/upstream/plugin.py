@@ -7,6 +7,10 @@ and probed as for a case) wraps each new scheduler in its handle, and the varian
 installs its reservation on that instance, at the end of ``Scheduler.__init__`` (the class's
 constructor is wrapped for this process only; ``AsyncScheduler`` and other subclasses call it).
 Outcomes are written, by node id, to ``--upstream-results`` as JSON by the controlling process.
+
+From 0.34 vLLM's CPU platform refuses an x86 machine without Triton when a config is checked
+(``CpuPlatform.check_and_update_config``), and the package index serves no Triton for CPUs: the
+plugin lets that one check pass as on an x86 CPU with Triton (:func:`pass_triton_check`).
 """
 
 from __future__ import annotations
@@ -72,6 +76,39 @@ def install_variant(variant: Any) -> Callable[[], None]:
     return restore
 
 
+TRITON_REFUSAL = "requires Triton"  # what 0.34's CpuPlatform raises without it
+
+
+def pass_triton_check() -> Callable[[], None]:
+    """Where the CPU platform's config check refuses for want of Triton, runs it again as on an
+    x86 CPU with Triton (``HAS_TRITON`` true for that call only; the scheduler and connector
+    tests run no kernel); returns what puts the check back. Releases whose check does not
+    refuse are untouched."""
+    import vllm.triton_utils as triton_utils
+    from vllm.platforms.cpu import CpuPlatform
+
+    check = CpuPlatform.__dict__["check_and_update_config"]
+
+    def check_and_update_config(cls: Any, vllm_config: Any) -> None:
+        try:
+            check.__func__(cls, vllm_config)
+        except RuntimeError as error:
+            if TRITON_REFUSAL not in str(error) or triton_utils.HAS_TRITON:
+                raise
+            triton_utils.HAS_TRITON = True  # the check raises before it changes the config
+            try:
+                check.__func__(cls, vllm_config)
+            finally:
+                triton_utils.HAS_TRITON = False
+
+    CpuPlatform.check_and_update_config = classmethod(check_and_update_config)
+
+    def restore() -> None:
+        CpuPlatform.check_and_update_config = check
+
+    return restore
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """The plugin's options."""
     group = parser.getgroup("matrix-upstream")
@@ -86,10 +123,14 @@ def _controller(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Installs the variant (where tests run) and starts the record (where reports arrive)."""
+    """Lets the CPU platform's Triton check pass and installs the variant (where tests run);
+    starts the record (where reports arrive)."""
     _record.clear()
+    if _controller(config):
+        return
+    _restore.append(pass_triton_check())
     name = config.getoption("upstream_variant")
-    if name and not _controller(config):
+    if name:
         _restore.append(install_variant(resolve_variant(name)))
 
 
