@@ -1,4 +1,4 @@
-"""The findings' patch to vLLM's source (``tox -e patched033``): the patched tree, made once per
+"""The findings' patches to vLLM's source (``tox -e patched034``): the patched tree, made once per
 patch from a release's unpacked archive; the adapter that drives a scheduler carrying it; and
 the check that its stock equals ``proposed`` on the unpatched release, from reports alone."""
 
@@ -80,15 +80,29 @@ def test_a_patch_that_does_not_apply_changes_nothing(archive_tree: Path, tmp_pat
     assert (archive_tree / "vllm" / "core.py").read_text().endswith("return 1\n")
 
 
+PATCHED_RELEASES = ("0.31.0", "0.32.0", "0.33.0", "0.34.0")
+# Findings 3 and 6 are one miscount of the admitting load: one patch, both findings' tests.
+ADMISSION_TESTS = (
+    "test_async_load_is_admitted_in_a_pool_the_engine_starts_with",
+    "test_async_load_is_admitted_only_if_it_can_be_promoted",
+)
+
+
 def test_every_patched_release_has_a_patch_per_fix_each_with_its_vllm_test() -> None:
-    for version in ("0.31.0", "0.32.0", "0.33.0"):
+    for version in PATCHED_RELEASES:
         patches = release_patches(version)
-        assert [p.name.split("-", 1)[0] for p in patches] == ["1", "2", "3", "4", "5"], version
+        assert [p.name.split("-", 1)[0] for p in patches] == ["1", "2", "3", "4"], version
         for patch in patches:
             text = patch.read_text()
+            description = text.split("\ndiff --git ", 1)[0]
             tested = re.search(r"^Test: (tests/v1/\S+\.py)$", text, re.M)
             assert tested, (version, patch.name)
             assert f"diff --git a/{tested.group(1)} " in text, (version, patch.name)
+            # A pull request's description carries its own numbers: no pointer elsewhere.
+            assert "findings.md" not in description and "kv-matrix" not in description
+        admission = patches[2].read_text()
+        for test in ADMISSION_TESTS:
+            assert f"+def {test}(" in admission and test in admission.split("diff --git")[0]
     assert release_patches("0.30.0") == []
 
 
@@ -139,17 +153,22 @@ def test_stock_with_the_patch_is_compared_case_by_case_with_proposed(tmp_path: P
 
 
 @needs_vllm
-def test_a_scheduler_carrying_the_patch_is_driven_by_the_patch_s_adapter(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("count", ["_request_remaining_blocks", "_num_blocks_to_promote"])
+def test_a_scheduler_carrying_the_patch_is_driven_by_the_release_s_patched_adapter(
+    monkeypatch: pytest.MonkeyPatch, count: str
 ) -> None:
+    """The patch's count takes the admission's hit: ``_request_remaining_blocks`` on 0.31-0.33,
+    ``_num_blocks_to_promote`` on 0.34; either way the release's patched adapter drives it, and
+    a variant's margin replaces the admitting request's count, never a load in flight's."""
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    from matrix.adapters.patched import PROMOTION, REMAINING, Patched, PatchedHandle
-    from matrix.adapters.selection import select_adapter
+    from matrix.adapters.patched import PatchedAdmission, patched_adapter
+    from matrix.adapters.selection import adapter_class, select_adapter
 
-    assert not isinstance(select_adapter(), Patched)
+    release = adapter_class()
+    assert not issubclass(release.handle_type, PatchedAdmission)
 
-    def remaining(
+    def counted(
         self: Any,
         request: Any,
         new_computed_blocks: Any = None,
@@ -158,16 +177,43 @@ def test_a_scheduler_carrying_the_patch_is_driven_by_the_patch_s_adapter(
     ) -> int:
         return 3 + num_external_computed_tokens
 
-    monkeypatch.setattr(Scheduler, REMAINING, remaining)
-    adapter = select_adapter()
-    assert isinstance(adapter, Patched)
-    scheduler = type("S", (), {REMAINING: remaining, PROMOTION: lambda *_: 5})()
-    handle = PatchedHandle.adopt(scheduler)
+    monkeypatch.setattr(Scheduler, count, counted, raising=False)
+    patched = adapter_class()
+    assert patched is patched_adapter(release) and issubclass(patched, release)
+    assert isinstance(select_adapter(), patched)
+    handle_type = patched.handle_type
+    assert issubclass(handle_type, PatchedAdmission)
+    # The release's worker and in-flight loads (0.34's parked ones), the patch's count.
+    assert handle_type.worker_type is release.handle_type.worker_type
+    assert handle_type.inflight_loads is release.handle_type.inflight_loads
+    scheduler = type("S", (), {count: counted})()
+    handle = handle_type.adopt(scheduler)
     assert handle.stock_margin() == 0
     handle.drop_stock_margin()  # a variant's margin replaces the admitting request's count
-    assert getattr(handle.scheduler, REMAINING)("request", None, 0, 16) == 0
-    assert getattr(handle.scheduler, REMAINING)("request") == 3  # a load in flight
-    assert getattr(handle.scheduler, PROMOTION)("request", None, 0, 16) == 0  # finding 6's
+    assert getattr(handle.scheduler, count)("request", None, 0, 16) == 0
+    assert getattr(handle.scheduler, count)("request") == 3  # a load in flight
+
+
+@needs_vllm
+def test_each_release_s_patched_adapter_keeps_what_the_release_drives_but_its_margin() -> None:
+    from matrix.adapters.patched import PATCH, Patched, Patched034, patched_adapter
+    from matrix.adapters.v0_31 import Vllm031
+    from matrix.adapters.v0_32 import SPEC_STEP_ATTRIBUTE, Vllm032
+    from matrix.adapters.v0_34 import Vllm034, Vllm034Handle
+
+    assert [patched_adapter(a) for a in (Vllm031, Vllm032, Vllm034)] == [
+        Patched,
+        Patched,
+        Patched034,
+    ]
+    for adapter, release in ((Patched, Vllm032), (Patched034, Vllm034)):
+        assert SPEC_STEP_ATTRIBUTE not in adapter.requirements
+        assert adapter.requirements[-1] is PATCH
+        kept = [r for r in release.requirements if r is not SPEC_STEP_ATTRIBUTE]
+        assert list(adapter.requirements[:-1]) == kept
+    # 0.34's worker output and parked loads' reservations, from 0.34's handle.
+    assert Patched034.handle_type.worker_type is Vllm034Handle.worker_type
+    assert Patched034.handle_type.inflight_loads is Vllm034Handle.inflight_loads
 
 
 def test_stock_is_held_to_the_variant_matrix_stock_as_names(

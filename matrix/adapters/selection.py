@@ -36,10 +36,10 @@ def adapter_class(version: str | None = None) -> type[Vllm030]:
     module_name, class_name = RELEASES[release].adapter.split(":")
     try:
         adapter_type: type[Vllm030] = getattr(importlib.import_module(module_name), class_name)
-        from matrix.adapters.patched import Patched, carries_patch
+        from matrix.adapters.patched import carries_patch, patched_adapter
 
-        if carries_patch():  # the findings' fix in vLLM's source, on any release it is for
-            adapter_type = Patched
+        if carries_patch():  # the findings' fix in vLLM's source: the release's patched adapter
+            adapter_type = patched_adapter(adapter_type)
     except ImportError as error:
         raise _lacks_import(error) from error
     missing = [r.description for r in adapter_type.requirements if not r.met()]
