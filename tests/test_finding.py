@@ -30,7 +30,8 @@ TEXT = DOC.read_text()
 PROJECT_WORDS = re.compile(
     r"\bfit \d|\bthe fit\b|startable|unpromotable|over_reservation|undersized|variants?\b|"
     r"\bcells?\b|matrix|harness|`(proposed|fixed|original|group_count|all_groups)`|"
-    r"\bfinding \d|\bsweep|severity|\btox\b|docs/findings|issue 37|\(lead's\)",
+    r"\bfinding \d|\bsweep|severity|\btox\b|docs/findings|issue 37|\(lead's\)|"
+    r"\b(core|quick) tier\b|\(below\)",
     re.I,
 )
 
@@ -45,12 +46,18 @@ def test_every_finding_has_what_a_maintainer_reads() -> None:
     findings = {f.number: f for f in read_findings(TEXT)}
     assert list(findings) == [1, 2, 3, 4, 6]
     for finding in findings.values():
+        assert finding.paragraph("In the matrix"), finding.number
+        if finding.reported_with:  # its words are the issue's it is reported in
+            continue
         for label in ("Summary", "Observed", "Expected", "Where", "Reach in a deployment"):
             assert finding.paragraph(label), (finding.number, label)
-        for label in ("Threads", "Fix", "Cost", "In the matrix"):
+        for label in ("Threads", "Fix", "Cost"):
             assert finding.paragraph(label), (finding.number, label)
     assert findings[1].thread == "https://github.com/vllm-project/vllm/pull/46892"
     assert [findings[n].thread for n in (2, 3, 4, 6)] == [None, None, None, None]
+    # Findings 3 and 6 are one miscount of the admitting load: one issue, one patch.
+    assert [f.reported_with for f in findings.values()] == [None, None, None, None, 3]
+    assert [f.pull_request for f in findings.values()] == [False, True, False, False, False]
     assert [f.severity for f in findings.values()] == [
         "unpromotable",
         None,
@@ -68,16 +75,21 @@ def test_a_finding_is_named_by_its_case_file_or_its_number() -> None:
 
 
 def test_the_table_of_the_patches_names_each_finding_s_patch() -> None:
-    """Finding 6's patch is the fifth (finding 5 has none): the doc's table names it."""
+    """Finding 3's patch carries finding 6's test too (one patch for one miscount); finding 6
+    has no patch of its own."""
     assert find(TEXT, "partial_load_margin").number == 6
-    assert find(TEXT, "6").patch == "5-partial-load-admission"
     assert find(TEXT, "3").patch == "3-async-load-admission"
-    found = finding_patch(find(TEXT, "6"), "0.33.0")
-    assert found is not None and found.path.name == "5-partial-load-admission.patch"
-    assert found.test_name == "test_async_load_is_admitted_only_if_it_can_be_promoted"
+    assert finding_patch(find(TEXT, "6"), "0.34.0") is None
+    for version in patched_versions():
+        found = finding_patch(find(TEXT, "3"), version)
+        assert found is not None and found.test_names == (
+            "test_async_load_is_admitted_in_a_pool_the_engine_starts_with",
+            "test_async_load_is_admitted_only_if_it_can_be_promoted",
+        )
+    assert patched_versions()[-1] == "0.34.0"
 
 
-@pytest.mark.parametrize("number", ["1", "2", "3", "4", "6"])
+@pytest.mark.parametrize("number", ["1", "2", "3", "4"])
 def test_each_body_is_short_in_vllm_s_words_with_the_test_first(number: str) -> None:
     text = body(number)
     lines = text.splitlines()
@@ -86,15 +98,19 @@ def test_each_body_is_short_in_vllm_s_words_with_the_test_first(number: str) -> 
     assert closing.startswith("How this was found: vllm-kv-matrix")
     found = [m.group(0) for m in PROJECT_WORDS.finditer("\n".join(words))]
     assert not found, found
+    assert "diff --git" not in text and "\n@@ " not in text  # the tests' code, no hunks
+    if number == "2":  # a pull request: its own template below
+        return
     # The test and the command that runs it in a checkout come before what is observed.
-    assert text.index("```bash\npytest tests/v1/") < text.index("**Observed (v0.33.0).**")
-    assert "**Expected.**" in text and "**Where (v0.33.0).**" in text
-    # One release's lines, a link to the patch for each release, no hunks.
+    assert text.index("```bash\npytest tests/v1/") < text.index("**Observed (v0.34.0).**")
+    assert "**Expected.**" in text and "**Where (v0.34.0).**" in text
+    # One release's lines; a link to the patch for each release, but on a thread (a pull
+    # request's branch) the newest release's only.
     assert not re.search(r":\d+ / :\d+", text)
-    assert "diff --git" not in text and "\n@@ " not in text
-    for version in ("0.31.0", "0.32.0", "0.33.0"):
-        patch = find(TEXT, number).patch
-        assert re.search(rf"`vllm-{version}/{patch}\.patch` \(attached\)", text)
+    patch = find(TEXT, number).patch or f"{number}-"
+    for version in patched_versions():
+        linked = f"`vllm-{version}/{patch}" in text
+        assert linked == (number != "1" or version == "0.34.0"), version
 
 
 def test_finding_1_is_a_comment_on_46892_and_the_others_are_issues() -> None:
@@ -102,10 +118,51 @@ def test_finding_1_is_a_comment_on_46892_and_the_others_are_issues() -> None:
     assert comment.startswith("<!-- A comment for https://github.com/vllm-project/vllm/pull/46892")
     assert "# [Bug]" not in comment and "Before submitting" not in comment
     assert "EngineCore" in comment  # the live hang belongs in it
-    for number in ("2", "3", "4", "6"):
+    assert "Still unchanged in v0.34.0." in comment
+    assert not re.search(r"v0\.3[0-3]\.0", comment.split("**Reach")[0])  # for main, not releases
+    for number in ("3", "4"):
         issue = body(number)
         assert issue.startswith("# [Bug]: ")
         assert "### Your current environment" in issue and "### 🐛 Describe the bug" in issue
+        # The box is for whoever files the issue.
+        assert "- [ ] Make sure you already searched" in issue and "- [x]" not in issue
+
+
+def test_finding_2_is_a_small_pull_request_carrying_its_numbers() -> None:
+    text = body("2")
+    assert text.startswith("# [Core] check_enough_kv_cache_memory")
+    for section in ("## Purpose", "## Test Plan", "## Test Result"):
+        assert f"\n{section}\n\n" in text
+        assert not text.split(f"\n{section}\n\n", 1)[1].startswith("\n")  # not left empty
+    assert "18 blocks' worth" in text and "19" in text  # its numbers, not a pointer to them
+    words = text.rsplit("\n---\n", 1)[0]  # the closing line names where it was found
+    assert "findings.md" not in words and "[Bug]" not in words
+    for thread in ("58175", "51742", "56445", "46462"):
+        assert f"vllm#{thread}" in text
+    assert "- [ ] The purpose of the PR" in text and "- [x]" not in text
+
+
+def test_findings_3_and_6_are_one_issue_with_both_tests(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = body("3")
+    assert "2 tests for vLLM's tree" in text
+    assert (
+        '-k "test_async_load_is_admitted_in_a_pool_the_engine_starts_with or '
+        'test_async_load_is_admitted_only_if_it_can_be_promoted"'
+    ) in text
+    assert "Too high" in text and "Too low" in text
+    # Each test's head (parameters, docstring); its body is in the attached patch.
+    assert text.count('    """\n    ...\n') == 2 and "scheduler.schedule()" not in text
+    # The admitting load's margin came with #57104; the in-flight reservation with #44560.
+    threads = find(TEXT, "3").paragraph("Threads")
+    assert threads.index("vllm#57104") < threads.index("margin this patch replaces")
+    assert "review of an earlier form" not in TEXT
+    # The cost, at more than one load latency, as what it is.
+    assert "20 steps against 18" in text and "22 against 19" in text and "24 against 20" in text
+    assert main(["finding", "6", "--out", str(tmp_path / "6.md"), "--reports", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert out == text and "reported in finding 3's issue" in err
 
 
 def test_the_body_names_only_its_own_patch_with_its_test() -> None:

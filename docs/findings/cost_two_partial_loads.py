@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """What finding 3's fix costs where loads cover part of the prompt (docs/findings.md, finding 3,
-"Cost"): two requests of 10 blocks (152 prompt tokens and 8 output tokens, 16-token blocks),
-each with an async hit of 2 blocks through vLLM's MockKVConnector, no speculative decoding,
-each load landing the step after it starts. Per pool: the steps to finish both, the step each
-load was admitted at, the preemptions. Run from a vLLM source tree's root (its tests/ helpers),
-on the release or with 3-async-load-admission.patch applied:
+"Cost"), by hand in vLLM's tree: two requests of 10 blocks (152 prompt tokens and 8 output
+tokens, 16-token blocks), each with an async hit of 2 blocks through vLLM's MockKVConnector, no
+speculative decoding, each load reported done in the output of the step that starts it (the
+matrix's own run, cost_two_partial_loads.yaml beside this file, has loads landing 1, 2 or 3
+steps after admission). Per pool: the steps to finish both, the step each load was admitted at,
+the preemptions. Run from a vLLM source tree's root (its tests/ helpers), on the release or with
+3-async-load-admission.patch applied:
 
     VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 python .../cost_two_partial_loads.py 12 21
 """

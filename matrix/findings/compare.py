@@ -1,5 +1,5 @@
 """``python -m matrix.findings.compare PATCHED UNPATCHED``: the findings' patches against the
-matrix (the last step of ``tox -e patched033``): stock on the release's tree with the patches
+matrix (the last step of ``tox -e patched034``): stock on the release's tree with the patches
 applied must give, case by case, what ``proposed`` gives on the unpatched release: the same verdict,
 failure kind, failing pools, fit and diagnosis, every unfinished pool's kind and severity,
 the tightness and the startable pool (``PATCH_FIELDS``), from the two envs' JSON reports

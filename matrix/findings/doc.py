@@ -8,9 +8,10 @@ finding on the command line), and its paragraphs open with a bold label (``**Obs
 a maintainer reads are in vLLM's words; ``**In the matrix.**`` is this project's own account.
 A section under another (``### N. Title``) is a finding too. A patch
 (``docs/findings/patches/vllm-X/N-name.patch``) opens with its description, whose ``Test:
-tests/v1/...py`` line and ``(test_name...)`` after it name the test it adds to vLLM's tree; the
+tests/v1/...py`` line and ``(test_name...)`` after it name the tests it adds to vLLM's tree; the
 doc's table of the patches names each one's finding (``| `N-name.patch` | finding |``), and a
-finding the table does not name has the patch of its own number, if any.
+finding the table does not name has the patch of its own number, if any. A finding reported in
+another's issue (one miscount, one fix) says so: ``**Issue.** N``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ _CASE = re.compile(r"\(findings/([a-z0-9_]+)\.yaml\)")
 _YAML = re.compile(r"```yaml\n(.*?)```", re.S)
 _URL = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/(?:pull|issues)/\d+")
 _SEVERITY = re.compile(r"^`([a-z_]+)`")
-_TEST = re.compile(r"^Test: (tests/\S+\.py)\n\((test_\w+)", re.M)
+# A patch's ``Test: tests/...py`` line, then its tests' names in parentheses.
+_TEST = re.compile(r"^Test: (tests/\S+\.py)\n\(([^)]*)\)", re.M)
+_TEST_NAME = re.compile(r"\btest_\w+")
+# ``**Issue.** 3``: a finding reported in another's issue (one miscount, one fix).
+_ISSUE_OF = re.compile(r"^(\d+)\b")
 _FILE = re.compile(r"^diff --git a/(\S+) ", re.M)
 # A row of the table of the patches: | `5-name.patch` | 6 | ...
 _PATCH_ROW = re.compile(r"^\| `(\d+-[a-z0-9-]+)\.patch` \| (\d+) \|", re.M)
@@ -66,6 +71,18 @@ class Finding:
         return found.group(0) if found else None
 
     @property
+    def pull_request(self) -> bool:
+        """Whether the finding is filed as a pull request of its patch (``**Pull request.**``):
+        a cleanup, not a bug report."""
+        return bool(self.paragraph("Pull request"))
+
+    @property
+    def reported_with(self) -> int | None:
+        """The finding whose issue reports this one too (``**Issue.** N``), or None."""
+        found = _ISSUE_OF.match(self.paragraph("Issue"))
+        return int(found.group(1)) if found else None
+
+    @property
     def severity(self) -> str | None:
         """The severity the matrix gives the failure (``**Severity.**`` opens with it); None
         where the engine is not affected (no measured table then)."""
@@ -80,9 +97,15 @@ class Patch:
     path: Path
     version: str
     description: str  # the text before the first file's diff
-    test_file: str  # the test's file in vLLM's tree
-    test_name: str  # the test's name (or a prefix of it): pytest's -k
+    test_file: str  # the tests' file in vLLM's tree
+    test_names: tuple[str, ...]  # the tests' names (or prefixes of them)
     test_code: str  # the functions the patch adds to the test file (not its imports)
+
+    @property
+    def selector(self) -> str:
+        """pytest's ``-k`` for the patch's tests."""
+        names = " or ".join(self.test_names)
+        return names if len(self.test_names) == 1 else f'"{names}"'
 
 
 def _paragraphs(body: str) -> dict[str, str]:
@@ -150,7 +173,8 @@ def read_patch(path: Path, version: str) -> Patch:
     named = _TEST.search(description)
     if not named:
         raise FindingError(f"{path.name}: no 'Test: tests/...py' line naming its test")
-    test_file, test_name = named.groups()
+    test_file, named_tests = named.groups()
+    test_names = tuple(dict.fromkeys(_TEST_NAME.findall(named_tests)))
     added: list[str] = []
     for part in re.split(r"(?=^diff --git )", text, flags=re.M):
         file = _FILE.match(part)
@@ -160,7 +184,8 @@ def read_patch(path: Path, version: str) -> Patch:
             lines = [line[1:] for line in hunk.splitlines() if line.startswith("+")]
             if any(line.startswith(("def ", "@")) for line in lines):  # not an import hunk
                 added.append("\n".join(lines).strip("\n"))
-    return Patch(path, version, description.strip(), test_file, test_name, "\n# ...\n".join(added))
+    code = "\n# ...\n".join(added)
+    return Patch(path, version, description.strip(), test_file, test_names, code)
 
 
 def finding_patch(finding: Finding, version: str, root: Path = PATCHES) -> Patch | None:

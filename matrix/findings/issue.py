@@ -1,6 +1,8 @@
 """``python -m matrix finding NAME``: one finding as what a vLLM maintainer reads: a bug report in
-the shape of vLLM's issue template, or, for a finding that belongs on an existing thread
-(``**Thread.**``), a comment there.
+the shape of vLLM's issue template; a pull request's description in vLLM's template for a
+finding that is a cleanup (``**Pull request.**``); or, for a finding that belongs on an
+existing thread (``**Thread.**``), a comment there. A finding reported in another's issue
+(``**Issue.** N``) gives that one's body.
 
 In vLLM's words, under 120 lines: the test first (the one the finding's patch adds to vLLM's
 tree, with the command that runs it in a checkout), what is observed and what is expected on
@@ -83,22 +85,94 @@ def _link(patch: Patch, base: str | None) -> str:
     return f"[{name}]({base.rstrip('/')}/{name})" if base else f"`{name}` (attached)"
 
 
-def _test(patch: Patch) -> list[str]:
-    command = f"pytest {patch.test_file} -k {patch.test_name}"
+def _command(patch: Patch) -> str:
+    return f"pytest {patch.test_file} -k {patch.selector}"
+
+
+def _heads(code: str) -> str:
+    """Each test function's head: its decorators, signature and docstring (the body is in the
+    patch), so that a body with several tests stays short."""
+    kept: list[str] = []
+    quotes = 0  # docstring delimiters seen in the current function
+    skipping = False
+    for line in code.splitlines():
+        if line.startswith(("@", "def ", "# ...")):
+            if skipping:
+                kept.append("    ...")
+            skipping, quotes = False, 0
+        if skipping:
+            continue
+        kept.append(line)
+        quotes += line.count('"""')
+        if quotes >= 2:  # the docstring closed: the rest is in the patch
+            skipping, quotes = True, 0
+    if skipping:
+        kept.append("    ...")
+    return "\n".join(kept)
+
+
+def _test_code(patch: Patch) -> list[str]:
+    tests = "The test" if len(patch.test_names) == 1 else "The tests"
     return [
-        f"**Reproduction.** A test for vLLM's tree (`{patch.test_file}`), in a v{patch.version} "
-        "checkout with the patch's `tests/` part applied (`git apply --include='tests/*' "
-        "PATCH`), fails there and passes with the fix:",
+        f"<details><summary>{tests} (in full in the patch)</summary>",
         "",
-        f"```bash\n{command}\n```",
-        "",
-        "<details><summary>The test</summary>",
-        "",
-        f"```python\n{patch.test_code}\n```",
+        f"```python\n{_heads(patch.test_code)}\n```",
         "",
         "</details>",
         "",
     ]
+
+
+def _test(patch: Patch) -> list[str]:
+    what = "A test" if len(patch.test_names) == 1 else f"{len(patch.test_names)} tests"
+    fail = "fails there and passes" if len(patch.test_names) == 1 else "fail there and pass"
+    return [
+        f"**Reproduction.** {what} for vLLM's tree (`{patch.test_file}`), in a "
+        f"v{patch.version} checkout with the patch's `tests/` part applied (`git apply "
+        f"--include='tests/*' PATCH`), {fail} with the fix:",
+        "",
+        f"```bash\n{_command(patch)}\n```",
+        "",
+        *_test_code(patch),
+    ]
+
+
+# vLLM's pull request template: its sections, and its checklist left for whoever opens it.
+PR_CHECKLIST = (
+    '- [ ] The purpose of the PR, such as "Fix some issue (link existing issues this PR will '
+    'resolve)".',
+    "- [ ] The test plan, such as providing test command.",
+    "- [ ] The test results, such as pasting the results comparison before and after, or e2e "
+    "results",
+    "- [ ] (Optional) The necessary documentation update, such as updating "
+    "`supported_models.md` and `examples` for a new model.",
+    "- [ ] (Optional) Release notes update. If your change is user facing, please update the "
+    "release notes draft.",
+)
+
+
+def pull_request_body(finding: Finding, patch: Patch) -> str:
+    """The finding as the description of a pull request of its patch, in vLLM's template: the
+    patch's own description (its numbers included), the related threads, the tests and their
+    result."""
+    title, _, rest = patch.description.partition("\n")
+    purpose = rest.split("\nTest: ", 1)[0].strip()
+    parts = [f"# {title}", "", "## Purpose", "", _words(purpose), ""]
+    parts += _labelled("Related threads", finding.paragraph("Threads"))
+    parts += ["## Test Plan", "", f"```bash\n{_command(patch)}\n```", "", *_test_code(patch)]
+    parts += ["## Test Result", "", _words(finding.paragraph("Test result")), ""]
+    parts += [
+        "---",
+        "<details>",
+        "<summary> Essential Elements of an Effective PR Description Checklist </summary>",
+        "",
+        *PR_CHECKLIST,
+        "</details>",
+        "",
+        "---",
+        FOUND.format(number=finding.number, name=finding.name),
+    ]
+    return "\n".join(parts) + "\n"
 
 
 def _labelled(label: str, text: str) -> list[str]:
@@ -120,7 +194,10 @@ def issue_body(
     patch = patches.get(version)
     if patch is None:
         raise FindingError(f"finding {finding.number} has no patch in docs/findings/patches/")
-    others = [v for v in patches if v != version]
+    if finding.pull_request:
+        return pull_request_body(finding, patch)
+    # A comment on an open pull request is about its branch: the newest release's change only.
+    others = [] if finding.thread else [v for v in patches if v != version]
     parts: list[str] = []
     if finding.thread:
         parts += [
@@ -153,7 +230,8 @@ def issue_body(
     parts += _labelled("Related threads", finding.paragraph("Threads"))
     fix = [
         _words(finding.paragraph("Fix")),
-        f"The patch, its test included: {_link(patch, patch_url)}",
+        f"The patch, its test{'s' if len(patch.test_names) > 1 else ''} included: "
+        f"{_link(patch, patch_url)}",
     ]
     if others:
         links = ", ".join(f"v{v}: {_link(patches[v], patch_url)}" for v in others)
@@ -164,7 +242,7 @@ def issue_body(
         parts += [
             "### Before submitting a new issue...",
             "",
-            "- [x] Make sure you already searched for relevant issues, and asked the chatbot "
+            "- [ ] Make sure you already searched for relevant issues, and asked the chatbot "
             "living at the bottom right corner of the documentation page, which can answer lots "
             "of frequently asked questions.",
             "",
@@ -197,7 +275,15 @@ def main(options: argparse.Namespace) -> int:
     """Prints and writes the body; 2 when the finding, its patch or a report cannot be read."""
     folders = options.reports or [FINDINGS_REPORTS, FINDINGS_REPORTS / "patched"]
     try:
-        finding = find(DOC.read_text(encoding="utf-8"), options.name)
+        text = DOC.read_text(encoding="utf-8")
+        finding = find(text, options.name)
+        if finding.reported_with is not None:  # one miscount, one issue: the other finding's
+            print(
+                f"matrix finding: finding {finding.number} is reported in finding "
+                f"{finding.reported_with}'s issue",
+                file=sys.stderr,
+            )
+            finding = find(text, str(finding.reported_with))
         patches = {v: p for v in patched_versions() if (p := finding_patch(finding, v))}
         reports = _reports(folders, named=options.reports is not None)
         body = issue_body(finding, reports, patches, options.patch_url)

@@ -2,10 +2,10 @@
 source archive, with the findings' fixes applied (every patch of
 ``docs/findings/patches/vllm-VERSION/``, in name order, or the ``--patch`` files named),
 installed as the env's vLLM the way ``devsource`` installs a checkout (what ``tox -e
-patched033`` runs; docs/findings.md, "The fixes as patches to vLLM").
+patched034`` runs; docs/findings.md, "The fixes as patches to vLLM").
 
 The patched tree is kept beside the archive's unpacked tree (``matrix.upstream.source``), in a
-folder named by the patches' digest (``vllm-0.33.0-patched-<digest>``): an edited patch never
+folder named by the patches' digest (``vllm-0.34.0-patched-<digest>``): an edited patch never
 reuses an old tree, and clones with the same patches share one. It holds ``vllm/``, ``tests/``
 and ``pyproject.toml``, so ``python -m matrix upstream`` runs vLLM's own tests from it. Needs
 ``patch`` (GNU patch) on the path.
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m matrix.findings.tree", description=__doc__)
-    parser.add_argument("version", help="the release, e.g. 0.33.0")
+    parser.add_argument("version", help="the release, e.g. 0.34.0")
     parser.add_argument(
         "--patch",
         type=Path,

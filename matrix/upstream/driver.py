@@ -126,7 +126,7 @@ def run_pytest(
 
 def _checkout(options: argparse.Namespace) -> Path | None:
     """The checkout whose tests run: ``--source``, else the installed vLLM's own checkout when
-    it holds ``tests/`` (a patched release tree, ``tox -e patched033``); None for a release."""
+    it holds ``tests/`` (a patched release tree, ``tox -e patched034``); None for a release."""
     if options.source:
         return Path(options.source)
     from matrix.installed import installed_source
