@@ -275,3 +275,17 @@ def test_an_unknown_finding_is_one_line(capsys: pytest.CaptureFixture[str]) -> N
     err = capsys.readouterr().err.strip()
     assert err.startswith("matrix finding: no finding 'nine'")
     assert "\n" not in err
+
+
+def test_finding_3_s_issue_measures_finding_6_s_case_beside_its_own(tmp_path: Path) -> None:
+    """One issue for one miscount: the pools of both findings' cases, each release's."""
+    margin = cell("finding_margin_per_group", "not_admitted", [7, 8], "over_reservation")
+    partial = cell("partial_load_margin[connector=mooncake_store]", "stall", [5], "unpromotable")
+    release = reports(tmp_path, [margin, partial])
+    also = [f for f in read_findings(TEXT) if f.reported_with == 3]
+    patches = {v: p for v in patched_versions() if (p := finding_patch(finding("3"), v))}
+    text = issue_body(finding("3"), [release] * 5, patches, None, also)
+    assert "| 0.33.0 | at 7-8 blocks: never admitted" in text
+    assert f"{finding('6').title}:" in text
+    assert "| 0.33.0, connector=mooncake_store | at 5 blocks: admitted as an async load" in text
+    assert len(text.splitlines()) < 120  # five releases' rows in each table

@@ -30,6 +30,7 @@ from matrix.findings.doc import (
     find,
     finding_patch,
     patched_versions,
+    read_findings,
 )
 from matrix.findings.measured import FINDINGS_REPORTS, environment, releases_table
 from matrix.report.release_reports import ReleaseReport, ReportError, load_reports
@@ -183,13 +184,31 @@ def _labelled(label: str, text: str) -> list[str]:
     return [f"**{label}.**{joined}{text}", ""]
 
 
+def _measured(
+    finding: Finding, reports: Sequence[ReleaseReport], reported_in_it: Sequence[Finding]
+) -> list[str]:
+    """The pools measured: the finding's case, then each finding's reported in its issue,
+    under its title."""
+    parts: list[str] = []
+    for shown in (finding, *reported_in_it):
+        table = releases_table(shown, reports, case_name(shown))
+        if table:
+            caption = [] if shown is finding else [f"{shown.title}:", ""]
+            parts += [*caption, table, ""]
+    if not parts:
+        return []
+    return ["**Measured**, on vLLM's scheduler driven step by step:", "", *parts]
+
+
 def issue_body(
     finding: Finding,
     reports: Sequence[ReleaseReport],
     patches: dict[str, Patch],
     patch_url: str | None = None,
+    reported_in_it: Sequence[Finding] = (),
 ) -> str:
-    """The finding as a vLLM issue's body, or as a comment on its thread."""
+    """The finding as a vLLM issue's body, or as a comment on its thread; ``reported_in_it``:
+    the findings its issue reports too (``**Issue.** N``), whose pools are measured beside."""
     version = max(patches, key=lambda v: tuple(int(n) for n in v.split("."))) if patches else ""
     patch = patches.get(version)
     if patch is None:
@@ -222,9 +241,7 @@ def issue_body(
     parts += _test(patch)
     parts += _labelled(f"Observed (v{version})", finding.paragraph("Observed"))
     parts += _labelled("Expected", finding.paragraph("Expected"))
-    table = releases_table(finding, reports, case_name(finding))
-    if table:
-        parts += ["**Measured**, on vLLM's scheduler driven step by step:", "", table, ""]
+    parts += _measured(finding, reports, reported_in_it)
     parts += _labelled(f"Where (v{version})", finding.paragraph("Where"))
     parts += _labelled("Reach in a deployment", finding.paragraph("Reach in a deployment"))
     parts += _labelled("Related threads", finding.paragraph("Threads"))
@@ -286,7 +303,8 @@ def main(options: argparse.Namespace) -> int:
             finding = find(text, str(finding.reported_with))
         patches = {v: p for v in patched_versions() if (p := finding_patch(finding, v))}
         reports = _reports(folders, named=options.reports is not None)
-        body = issue_body(finding, reports, patches, options.patch_url)
+        also = [f for f in read_findings(text) if f.reported_with == finding.number]
+        body = issue_body(finding, reports, patches, options.patch_url, also)
     except (FindingError, ReportError) as error:
         print(f"matrix finding: {error}", file=sys.stderr)
         return 2
