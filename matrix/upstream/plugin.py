@@ -10,7 +10,8 @@ Outcomes are written, by node id, to ``--upstream-results`` as JSON by the contr
 
 From 0.34 vLLM's CPU platform refuses an x86 machine without Triton when a config is checked
 (``CpuPlatform.check_and_update_config``), and the package index serves no Triton for CPUs: the
-plugin lets that one check pass as on an x86 CPU with Triton (:func:`pass_triton_check`).
+plugin lets that one check pass as on an x86 CPU with Triton (:func:`pass_triton_check`), in a
+session on the CPU platform (``VLLM_TARGET_DEVICE=cpu``, as the driver sets).
 """
 
 from __future__ import annotations
