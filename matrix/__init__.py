@@ -26,7 +26,7 @@ where a change goes); no module imports one from a role after its own:
    layout class against the release's baseline, ``baselines`` below them all reading the
    committed ones) and, over ``report/``'s reports and ``upstream/``'s archives, ``findings/``
    (docs/findings.md's findings as what goes to vLLM: ``python -m matrix finding``, an issue or
-   a comment; the patched trees of ``tox -e patched033`` and their comparison with
+   a comment; the patched trees of ``tox -e patched034`` and their comparison with
    ``proposed``).
 
 Importing this package, ``case``, ``judge``, ``report`` or ``plugin`` imports no vLLM.

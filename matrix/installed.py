@@ -119,7 +119,7 @@ def source_of(distribution: metadata.Distribution) -> Source | None:
 
 
 # A built-in variant's name: stock on the installed vLLM must behave like it, whatever its
-# version says (a tree with the findings' patch: ``proposed``; tox -e patched033 sets it).
+# version says (a tree with the findings' patch: ``proposed``; tox -e patched034 sets it).
 STOCK_AS = "MATRIX_STOCK_AS"
 
 
