@@ -78,3 +78,17 @@ def test_a_stream_runs_from_vllm_s_start_up_pool_and_is_tabled(
 def test_the_shipped_workload_is_a_valid_case() -> None:
     cells = cells_from_file(CASES / "workload_partial_loads.yaml")
     assert len(cells) == 7 and len(cells[0].case.definition.requests) == 12
+
+
+@needs_vllm
+def test_a_finished_run_counts_the_preemptions_it_had(adapter: Any) -> None:
+    """Issue 45 item 1: the shipped workload under ``none`` preempts w03 twice at pool 15;
+    its cost read the last step, where every request has finished and counts none."""
+    from matrix.judge.cost import PoolCost
+
+    (cell,) = [
+        c for c in cells_from_file(CASES / "workload_partial_loads.yaml") if c.variant == "none"
+    ]
+    costs = {cost.pool: cost for cost in map(PoolCost.from_text, verdict_of(adapter, cell).costs)}
+    assert costs[15].preemptions == 2
+    assert all(cost.preemptions == 0 for pool, cost in costs.items() if pool != 15)

@@ -87,9 +87,14 @@ def pool_cost(trace: RunTrace) -> PoolCost | None:
     seen: dict[str, int] = {}
     admitted: dict[str, int] = {}
     finished: dict[str, int] = {}
+    # A request's count as long as the scheduler held it: a finished request has left it,
+    # and its record counts none.
+    preempted: dict[str, int] = {}
     for record in trace.steps:
         for request in record.state.requests:
             seen.setdefault(request.request_id, record.step)
+            if request.num_preemptions > preempted.get(request.request_id, 0):
+                preempted[request.request_id] = request.num_preemptions
             if request.status == LOADING:
                 admitted.setdefault(request.request_id, record.step)
             if request.status == FINISHED:
@@ -97,8 +102,7 @@ def pool_cost(trace: RunTrace) -> PoolCost | None:
     last = trace.steps[-1]
     loads = tuple(LoadWait(name, step, step - seen[name]) for name, step in admitted.items())
     completions = tuple(finished[name] - seen[name] + 1 for name in seen if name in finished)
-    preemptions = sum(request.num_preemptions for request in last.state.requests)
-    return PoolCost(trace.pool, last.step, preemptions, loads, completions)
+    return PoolCost(trace.pool, last.step, sum(preempted.values()), loads, completions)
 
 
 def run_costs(traces: Sequence[RunTrace]) -> tuple[str, ...]:
