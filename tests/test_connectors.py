@@ -212,6 +212,28 @@ def test_a_tier_whose_lookup_finds_nothing_is_unsupported(
 
 
 @needs_vllm
+def test_a_case_whose_loads_are_all_synchronous_is_unsupported(
+    adapter: Any, write_case: WriteCase
+) -> None:
+    """Issue 45 item 3: Offloading with a sync-load budget covering the hit, MooncakeStore
+    with ``load_async: false`` and NIXL with no request to load find the prefix, or compute it,
+    within the step: no request waits for a load, so no cell of them may pass."""
+    for connector, options in (
+        ("offloading", "{sync_load_budget_bytes: 1099511627776}"),
+        ("mooncake_store", "{load_async: false}"),
+    ):
+        text = PROBE.replace("nixl", connector) + f"connector_options: {options}\n"
+        case = cells_from_file(write_case(text))[0].case.definition
+        reason = adapter.unsupported(case) or ""
+        assert "loads what its tier holds within the step" in reason, (connector, reason)
+        assert "no request's load is asynchronous" in reason
+    local = PROBE.replace(", stored: {tokens: 64}", ", async_load: false")
+    case = cells_from_file(write_case(local))[0].case.definition
+    assert "async_load: false for every one" in (adapter.unsupported(case) or "")
+    assert adapter.unsupported(cells_from_file(write_case(PROBE))[0].case.definition) is None
+
+
+@needs_vllm
 def test_a_connector_that_would_not_load_is_unsupported(
     adapter: Any, write_case: WriteCase
 ) -> None:

@@ -6,6 +6,7 @@ case starts), and none of them fails a load."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from vllm.sampling_params import SamplingParams
@@ -56,15 +57,17 @@ def tier_unsupported(case: CaseFile, vllm_name: str, why: str) -> str | None:
     return None
 
 
-def tier_found(handle: Any, case: CaseFile) -> bool | None:
-    """Whether the connector of ``handle`` (built for ``case``, its tier warmed) finds any of
-    what its tier holds when the case starts: vLLM's own lookup, asked as the scheduler asks
-    it (the request added, after its local hit), for every request whose stores are
-    complete. None: no such request (a prefill connector, a tier filled in flight). The
-    handle is spent."""
+def tier_loads(handle: Any, case: CaseFile) -> Lookup:
+    """How the connector of ``handle`` (built for ``case``, its tier warmed) answers for what
+    its tier holds when the case starts: vLLM's own lookup, asked as the scheduler asks it
+    (the request added, after its local hit), for every request whose stores are complete.
+    A request a prefill instance computed loads its whole prompt asynchronously. The handle
+    is spent."""
     scheduler = handle.scheduler
-    asked = False
+    found = Lookup(asked=False, hit=False, asynchronous=False)
     for spec in case.requests:
+        if handle.side.transfer_params(spec) is not None:
+            return Lookup(asked=True, hit=True, asynchronous=True)
         if handle.side.tier_tokens(spec) <= 0 or (
             spec.stored is not None and spec.stored.in_flight
         ):
@@ -73,33 +76,58 @@ def tier_found(handle: Any, case: CaseFile) -> bool | None:
         request = handle.request_of(f"{spec.id}~probe", handle.prompt_of(spec), params)
         scheduler.add_request(request)  # a connector may track a request from its arrival
         local = scheduler.kv_cache_manager.get_computed_blocks(request)[1]
-        matched, _ = scheduler.connector.get_num_new_matched_tokens(request, local)
-        if matched is None or matched > 0:  # None: it would answer later, so it may load
-            return True
-        asked = True
-    return False if asked else None
+        matched, load_async = scheduler.connector.get_num_new_matched_tokens(request, local)
+        if matched is None:  # it would answer later, so it may load asynchronously
+            return Lookup(asked=True, hit=True, asynchronous=True)
+        if matched > 0 and load_async:
+            return Lookup(asked=True, hit=True, asynchronous=True)
+        found = Lookup(asked=True, hit=found.hit or matched > 0, asynchronous=False)
+    return found
 
 
-# Whether a case's tier connector finds what its tier holds, per case (its JSON): every cell
-# of a case asks, and each answer builds a scheduler and warms its tier.
-_found: dict[str, bool | None] = {}
+@dataclass(frozen=True)
+class Lookup:
+    """What a case's lookups found: whether any request was asked, whether any found part of
+    its prompt, and whether any would load it asynchronously (between steps)."""
+
+    asked: bool
+    hit: bool
+    asynchronous: bool
+
+
+# How a case's tier connector answers, per case (its JSON): every cell of a case asks, and
+# each answer builds a scheduler and warms its tier. None: the build raised.
+_found: dict[str, Lookup | None] = {}
 
 
 def never_loads(build: Callable[[CaseFile, int], Any], case: CaseFile) -> str | None:
-    """Why a tier connector would load nothing in ``case`` (its lookup finds none of what the
-    tier holds, on this release), or None; ``build`` makes a warmed scheduler of the case.
-    A cell there would pass without testing a load."""
+    """Why no request of ``case`` would load asynchronously (on this release), or None:
+    no request a prefill instance computed, a tier connector's lookup finds none of what the
+    tier holds, or loads all it finds within the step. ``build`` makes a warmed scheduler of
+    the case. A cell there would pass without testing an asynchronous load's reservation."""
     if case.connector in PREFILL_CONNECTORS:
-        return None
+        if any(spec.async_load for spec in case.requests):
+            return None
+        return (
+            f"no request of this case loads through the {case.connector} connector "
+            "(async_load: false for every one): no asynchronous load to reserve for"
+        )
     key = case.model_dump_json()
     if key not in _found:
         try:
-            _found[key] = tier_found(build(case, ample_pool(case)), case)
+            _found[key] = tier_loads(build(case, ample_pool(case)), case)
         except Exception:  # the cell's own run reports what raised
             _found[key] = None
-    if _found[key] is False:
+    found = _found[key]
+    if found is None or not found.asked or found.asynchronous:
+        return None
+    if found.hit:
         return (
-            f"the {case.connector} connector's lookup finds none of what its tier holds "
-            "in this case (0 tokens for every stored request): it would never load"
+            f"the {case.connector} connector loads what its tier holds within the step in "
+            "this case (vLLM's lookup answers load_async false for every hit): no request's "
+            "load is asynchronous, so no reservation for one is tested"
         )
-    return None
+    return (
+        f"the {case.connector} connector's lookup finds none of what its tier holds "
+        "in this case (0 tokens for every stored request): it would never load"
+    )
