@@ -21,6 +21,7 @@ from typing import Any
 
 from vllm.config import ModelConfig
 
+from matrix.adapters.model_asserts import mla_refusal
 from matrix.adapters.model_files import error_line
 from matrix.adapters.registry import architecture_problem, quiet_imports
 from matrix.case.config_json import ConfigDocument, ConfigModel, read_config_json
@@ -236,6 +237,9 @@ def description(model: ConfigModel) -> tuple[ModelDescription, Any]:
         kinds = layer_kinds(config)
     except (ValueError, IndexError, TypeError) as error:
         raise _error(document, (), f"vLLM's layers: {error}") from None
+    refusal = mla_refusal(config.architecture, text, bool(set(kinds) - {"mamba", "no_cache"}))
+    if refusal is not None:
+        raise _error(document, (), refusal)
     attention = set(kinds) - {"mamba", "mla", "no_cache"}
     window = config.get_sliding_window() if "sliding_window" in kinds else None
     chunk = getattr(text, "attention_chunk_size", None) if "chunked_local" in kinds else None
