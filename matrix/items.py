@@ -106,7 +106,6 @@ class CellItem(pytest.Item):
 
     def runtest(self) -> None:
         """Runs the cell on the installed release; fails when it differs from the case."""
-        missing = None
         try:
             missing = skip_reason(self.config, self.cell)
             result = skipped_result(self.cell, missing) if missing else self._result()
@@ -114,10 +113,10 @@ class CellItem(pytest.Item):
             result = errored_result(self.cell, error)
         self.user_properties.append((CELL_PROPERTY, result.to_dict()))
         self.user_properties.extend(junit_properties(result))
-        if missing:
+        if result.observed == "skip":
             # The cell still reaches the tables, as skipped, with the reason; reported at the
             # case's line (-rs), as pytest reports a skip marker.
-            raise pytest.skip.Exception(missing, _use_item_location=True)
+            raise pytest.skip.Exception(result.detail, _use_item_location=True)
         if not result.as_expected:
             judged, variant = self.cell.judged_as, self.cell.variant
             held = variant if judged == variant else f"{variant} or {judged} (what stock ships)"

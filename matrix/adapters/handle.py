@@ -48,6 +48,8 @@ class Handle(Reservation):
 
     side: ConnectorSide  # the connector's worker side, and what its tier holds
     worker_type: ClassVar[type[Worker]] = Worker  # the simulated runner, as the release takes it
+    # Why the tier holds less than the case says in this pool (the adapter's build tells), "".
+    tier_unfilled = ""
 
     def __init__(self, case: CaseFile, pool: int) -> None:
         plan = blueprint(case)
@@ -79,7 +81,8 @@ class Handle(Reservation):
             self.scheduler, speculative.accept if speculative else "all", self.side
         )
         self.engine = EngineLoop(self.scheduler, self.worker, config.max_concurrent_batches)
-        warm_tier(self, case.requests)
+        # Why a request that warms the tier could not run to its end in this pool, or "".
+        self.warming_cut = warm_tier(self, case.requests, pool)
 
     @classmethod
     def adopt(cls, scheduler: Any) -> Self:

@@ -133,6 +133,10 @@ class Startable:
 class SchedulerHandle(Protocol):
     """One real vLLM scheduler built for one case and pool size."""
 
+    # Why the connector's tier could not be filled with what the case says it holds, in this
+    # pool (the request that stores it cannot run to its end there), or "".
+    tier_unfilled: str
+
     def geometry(self) -> Geometry:
         """What a reservation rule needs to know of this scheduler."""
         ...

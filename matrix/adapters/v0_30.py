@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from matrix.adapters.config import async_refusal, scheduler_settings
 from matrix.adapters.connectors import family_of
-from matrix.adapters.connectors.tier import never_loads
+from matrix.adapters.connectors.tier import never_loads, tier_shortfall
 from matrix.adapters.construction import refused_when_built
 from matrix.adapters.handle import Handle
 from matrix.adapters.kv_cache import case_groups, with_layout
@@ -61,8 +61,13 @@ class Vllm030:
         self.release = release
 
     def build(self, case: CaseFile, pool: int) -> Handle:
-        """A scheduler of this release (``handle_type``) for ``case`` with ``pool`` blocks."""
-        return self.handle_type(case, pool)
+        """A scheduler of this release (``handle_type``) for ``case`` with ``pool`` blocks; where
+        a request that warms its tier could not run there, whether the tier holds less than
+        the case says (``tier_unfilled``)."""
+        handle = self.handle_type(case, pool)
+        if handle.warming_cut:
+            handle.tier_unfilled = tier_shortfall(self.handle_type, case, pool, handle.warming_cut)
+        return handle
 
     def startable(self, case: CaseFile) -> Startable:
         """The smallest pool this release's start-up sizing gives an engine serving ``case``'s

@@ -87,7 +87,10 @@ class CellResult:
 
 
 def result_of(cell: Cell, verdict: Verdict, steps: tuple[PoolSteps, ...] = ()) -> CellResult:
-    """A cell's record from its verdict (and, for a failing cell, its pictured runs)."""
+    """A cell's record from its verdict (and, for a failing cell, its pictured runs); a cell
+    none of whose pools could run the case (its tier never filled) is unsupported there."""
+    if verdict.outcomes and all(o.kind == "tier_unfilled" for o in verdict.outcomes):
+        return skipped_result(cell, f"at every pool swept, {verdict.outcomes[0].diagnosis}")
     digest = cell.case.digest
     if verdict.layout_digest:  # what ran depends on the release's derivation too
         digest = f"{digest}+{verdict.layout_digest}"

@@ -1,6 +1,9 @@
 """How one run (one pool size) ended, from its per-step snapshots only (no vLLM needed).
 
 - ``finished``: every request finished.
+- ``tier_unfilled``: not run: the connector's tier could not be filled with what the case says
+  it holds, because the request that stores it cannot run to its end in this pool. Not a
+  failure, and no reservation's doing: the pool is not judged.
 - ``stall``: a request whose async load completed is never scheduled while nothing runs and
   no step changes anything: the engine would hang for good. This is the bug the matrix pins.
 - ``not_admitted``: a request was never admitted, with nothing else left to run.
@@ -26,7 +29,7 @@ from matrix.outcomes import FailureKind
 from matrix.run.records import RunTrace
 from matrix.wording import plural
 
-RunKind = Literal["finished", FailureKind]
+RunKind = Literal["finished", "tier_unfilled", FailureKind]
 
 
 @fast_init
@@ -85,6 +88,8 @@ def _how_it_ended(trace: RunTrace) -> RunOutcome:
         return RunOutcome(
             trace.pool, "finished", f"all requests finished in {plural(len(trace.steps), 'step')}"
         )
+    if trace.stopped == "tier_unfilled":
+        return RunOutcome(trace.pool, "tier_unfilled", f"tier not filled: {trace.message}")
     where = _where(trace)
     if trace.stopped == "error":
         return RunOutcome(trace.pool, "error", f"{trace.message}; {where}")

@@ -92,7 +92,7 @@ def pool_failures(
     return tuple(
         PoolFailure(o.pool, o.kind, severity_of(o, fit, startable, served_fit, again.get(o.pool)))
         for o in outcomes
-        if o.kind != "finished"
+        if o.kind not in ("finished", "tier_unfilled")  # a pool that ran the case, unfinished
     )
 
 

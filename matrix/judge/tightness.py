@@ -15,13 +15,22 @@ from matrix.judge.runs import RunKind, RunOutcome
 
 def over_reservation(outcomes: Sequence[RunOutcome], fit: int) -> int | None:
     """Blocks above the fit at which the run of finishing sizes reaching the sweep's top
-    begins; None when the largest size swept does not finish."""
+    begins; None when the largest size swept does not finish. A pool whose tier could not be
+    filled did not run the case, so it is not held against the reservation: unfilled pools
+    just below that run may begin it, down to the fit (none below it finished either)."""
     start: int | None = None
+    unfilled_from: int | None = None  # the unfilled pools just below this one begin here
     for outcome in sorted(outcomes, key=lambda o: o.pool):
+        if outcome.kind == "tier_unfilled":
+            if unfilled_from is None:
+                unfilled_from = outcome.pool
+            continue
         if outcome.kind != "finished":
             start = None
         elif start is None:
-            start = outcome.pool
+            pool = outcome.pool
+            start = pool if unfilled_from is None else max(unfilled_from, min(fit, pool))
+        unfilled_from = None
     return None if start is None else start - fit
 
 

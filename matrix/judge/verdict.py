@@ -72,8 +72,9 @@ def acceptable(outcome: RunOutcome, fit: int, slack: int = 0) -> bool:
     """A stall, a leak or an error is never right. From the fit up, every request must finish
     (refusing one that fits is over-reservation, tolerated up to ``slack`` blocks) and every
     step expectation must hold; below it the pool is too small for some request, and what the
-    scheduler does then is its own call."""
-    if outcome.kind == "finished":
+    scheduler does then is its own call. A pool whose tier could not be filled did not run
+    the case, so nothing there is judged."""
+    if outcome.kind in ("finished", "tier_unfilled"):
         return True
     if outcome.kind in ("stall", "leak", "error"):
         return False
@@ -100,10 +101,16 @@ def judge_cell(outcomes: Sequence[RunOutcome], fit: int, slack: int = 0) -> Verd
     failures = [o for o in outcomes if not acceptable(o, fit, slack)]
     if not failures:
         finished = [o.pool for o in outcomes if o.kind == "finished"]
-        unfinished = [o.pool for o in outcomes if o.kind != "finished"]
+        unfilled = [o.pool for o in outcomes if o.kind == "tier_unfilled"]
+        unfinished = [o.pool for o in outcomes if o.kind not in ("finished", "tier_unfilled")]
         detail = f"finished at pools {pool_ranges(finished)}" if finished else "nothing finished"
         if unfinished:
             detail += f"; unfinished below the fit ({fit_text}) at {pool_ranges(unfinished)}"
+        if unfilled:
+            detail += (
+                f"; not run at {pool_ranges(unfilled)}, the tier not filled (the request that "
+                "stores what the case says it holds cannot run to its end there)"
+            )
         if outcomes and max(o.pool for o in outcomes) < fit:
             detail += "; no pool reaches the fit, so only stalls and errors were checked"
         return Verdict("pass", "finished", detail, fit, tuple(outcomes))

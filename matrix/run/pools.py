@@ -60,6 +60,8 @@ def play_pool(
     groups: tuple[str, ...] = ()
     try:
         handle = build()
+        if handle.tier_unfilled:  # the case would run on a tier other than its own
+            return RunTrace(pool, (), "tier_unfilled", handle.tier_unfilled)
         rule.apply(handle)
         for request in case.requests:
             if not request.arrive_after:  # the others arrive as the run goes (Playback)

@@ -13,8 +13,8 @@ from matrix.frozen import fast_init
 NOT_ASKED = Startable(None, "not asked: the case did not run")
 
 # How a run stopped: every request finished, nothing could change any more, the step bound
-# was reached, or vLLM raised.
-StopReason = Literal["finished", "stuck", "step_bound", "error"]
+# was reached, or vLLM raised; or it never started, its tier not filled (the message says why).
+StopReason = Literal["finished", "stuck", "step_bound", "error", "tier_unfilled"]
 
 
 @fast_init
@@ -37,7 +37,7 @@ class RunTrace:
     pool: int
     steps: tuple[StepRecord, ...]
     stopped: StopReason
-    message: str = ""  # the error, when stopped is "error"
+    message: str = ""  # the error, when stopped is "error"; why, when "tier_unfilled"
     unmet_expectation: str = ""  # the first step expectation that did not hold
     leak: str = ""  # the first block accounting violation
     # The reservation in force when the run stopped (SchedulerHandle.reservation); None when

@@ -6,7 +6,6 @@ case starts), and none of them fails a load."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from vllm.sampling_params import SamplingParams
@@ -57,17 +56,23 @@ def tier_unsupported(case: CaseFile, vllm_name: str, why: str) -> str | None:
     return None
 
 
-def tier_loads(handle: Any, case: CaseFile) -> Lookup:
+# One request's lookup: the tokens found (None: the connector answers later) and whether they
+# load asynchronously; a request a prefill instance computed loads its prompt asynchronously.
+Answer = tuple[int | None, bool]
+PREFILL_ANSWER: Answer = (None, True)
+
+
+def lookups(handle: Any, case: CaseFile) -> dict[str, Answer]:
     """How the connector of ``handle`` (built for ``case``, its tier warmed) answers for what
-    its tier holds when the case starts: vLLM's own lookup, asked as the scheduler asks it
-    (the request added, after its local hit), for every request whose stores are complete.
-    A request a prefill instance computed loads its whole prompt asynchronously. The handle
-    is spent."""
+    its tier holds when the case starts: vLLM's own lookup, asked as the scheduler asks it (the
+    request added, after its local hit), for every request whose stores are complete; a
+    request that loads from a prefill instance is not asked. The handle is spent."""
     scheduler = handle.scheduler
-    found = Lookup(asked=False, hit=False, asynchronous=False)
+    answers: dict[str, Answer] = {}
     for spec in case.requests:
         if handle.side.transfer_params(spec) is not None:
-            return Lookup(asked=True, hit=True, asynchronous=True)
+            answers[spec.id] = PREFILL_ANSWER
+            continue
         if handle.side.tier_tokens(spec) <= 0 or (
             spec.stored is not None and spec.stored.in_flight
         ):
@@ -77,27 +82,25 @@ def tier_loads(handle: Any, case: CaseFile) -> Lookup:
         scheduler.add_request(request)  # a connector may track a request from its arrival
         local = scheduler.kv_cache_manager.get_computed_blocks(request)[1]
         matched, load_async = scheduler.connector.get_num_new_matched_tokens(request, local)
-        if matched is None:  # it would answer later, so it may load asynchronously
-            return Lookup(asked=True, hit=True, asynchronous=True)
-        if matched > 0 and load_async:
-            return Lookup(asked=True, hit=True, asynchronous=True)
-        found = Lookup(asked=True, hit=found.hit or matched > 0, asynchronous=False)
-    return found
+        answers[spec.id] = (matched, bool(load_async))
+    return answers
 
 
-@dataclass(frozen=True)
-class Lookup:
-    """What a case's lookups found: whether any request was asked, whether any found part of
-    its prompt, and whether any would load it asynchronously (between steps)."""
+def _full(build: Callable[[CaseFile, int], Any], case: CaseFile) -> dict[str, Answer] | None:
+    """The case's lookups with its tier warmed in an ample pool, once per case (its JSON):
+    every cell asks, and each answer builds a scheduler and warms its tier. None: the build
+    raised (the cell's own run reports what)."""
+    key = case.model_dump_json()
+    if key not in _full_lookups:
+        try:
+            _full_lookups[key] = lookups(build(case, ample_pool(case)), case)
+        except Exception:
+            _full_lookups[key] = None
+    return _full_lookups[key]
 
-    asked: bool
-    hit: bool
-    asynchronous: bool
 
-
-# How a case's tier connector answers, per case (its JSON): every cell of a case asks, and
-# each answer builds a scheduler and warms its tier. None: the build raised.
-_found: dict[str, Lookup | None] = {}
+_full_lookups: dict[str, dict[str, Answer] | None] = {}
+_shortfalls: dict[tuple[str, int], str] = {}
 
 
 def never_loads(build: Callable[[CaseFile, int], Any], case: CaseFile) -> str | None:
@@ -112,16 +115,10 @@ def never_loads(build: Callable[[CaseFile, int], Any], case: CaseFile) -> str | 
             f"no request of this case loads through the {case.connector} connector "
             "(async_load: false for every one): no asynchronous load to reserve for"
         )
-    key = case.model_dump_json()
-    if key not in _found:
-        try:
-            _found[key] = tier_loads(build(case, ample_pool(case)), case)
-        except Exception:  # the cell's own run reports what raised
-            _found[key] = None
-    found = _found[key]
-    if found is None or not found.asked or found.asynchronous:
+    answers = _full(build, case)
+    if not answers or any(n is None or (n > 0 and later) for n, later in answers.values()):
         return None
-    if found.hit:
+    if any(n for n, _ in answers.values()):
         return (
             f"the {case.connector} connector loads what its tier holds within the step in "
             "this case (vLLM's lookup answers load_async false for every hit): no request's "
@@ -131,3 +128,26 @@ def never_loads(build: Callable[[CaseFile, int], Any], case: CaseFile) -> str | 
         f"the {case.connector} connector's lookup finds none of what its tier holds "
         "in this case (0 tokens for every stored request): it would never load"
     )
+
+
+def tier_shortfall(
+    build: Callable[[CaseFile, int], Any], case: CaseFile, pool: int, cut: str
+) -> str:
+    """Why the tier holds less of what ``case`` says in ``pool`` than in an ample pool, where
+    a request that warms it could not run to its end there (``cut``): its lookups find fewer
+    tokens for some request; "" when they find as many (it stored all that is looked up).
+    Once per case and pool: every variant's run there warms the same tier."""
+    key = (case.model_dump_json(), pool)
+    if key not in _shortfalls:
+        full = _full(build, case) or {}
+        try:
+            here = lookups(build(case, pool), case)
+        except Exception:  # the run's own build reports what raised
+            here = full
+        short = [
+            f"{name}'s lookup finds {here.get(name, (0, False))[0] or 0} of its {found} tokens"
+            for name, (found, _) in full.items()
+            if found and (here.get(name, (0, False))[0] or 0) < found
+        ]
+        _shortfalls[key] = f"{cut}: {', '.join(short)}" if short else ""
+    return _shortfalls[key]

@@ -42,13 +42,16 @@ def metadata_tensors(
     ]
 
 
-def warm_tier(handle: Any, requests: Sequence[RequestSpec]) -> None:
-    """Puts each request's tier tokens in the connector's tier before the case starts."""
+def warm_tier(handle: Any, requests: Sequence[RequestSpec], pool: int) -> str:
+    """Puts each request's tier tokens in the connector's tier before the case starts; why
+    a request that warms it could not run to its end in this ``pool`` (the tier then keeps what
+    it stored: whether that is what the case says is the lookup's to tell), or ""."""
     side = handle.side
     wanted = [(spec, side.tier_tokens(spec)) for spec in requests]
     wanted = [(spec, tokens) for spec, tokens in wanted if tokens > 0]
+    cut = ""
     if not wanted:
-        return
+        return cut
     in_flight = [spec for spec, _ in wanted if spec.stored is not None and spec.stored.in_flight]
     if in_flight:
         side.hold_stores(None)
@@ -58,13 +61,19 @@ def warm_tier(handle: Any, requests: Sequence[RequestSpec]) -> None:
         handle._prompts[spec.id] = prompt  # a later request's prefix copies it
         params = SamplingParams(max_tokens=1, ignore_eos=True)
         hashes = handle.request_of(spec.id, prompt[:tokens], params).block_hashes
-        if not side.write_tier(hashes, tokens):
-            _run_alone(handle, spec.id + WARM_SUFFIX, prompt[:tokens], params, not in_flight)
-            ran = True
+        if side.write_tier(hashes, tokens):
+            continue
+        ran = True
+        if not _run_alone(handle, spec.id + WARM_SUFFIX, prompt[:tokens], params, not in_flight):
+            cut = cut or (
+                f"the request that puts {spec.id}'s first {tokens} tokens in the tier cannot "
+                f"run to its end in {pool} blocks"
+            )
     if ran:
         handle.scheduler.reset_prefix_cache()
     if in_flight:
         side.hold_stores(max(spec.complete_store_after for spec in in_flight))
+    return cut
 
 
 def _quiet(handle: Any, stores_done: bool) -> bool:
@@ -77,18 +86,18 @@ def _quiet(handle: Any, stores_done: bool) -> bool:
 
 def _run_alone(
     handle: Any, request_id: str, prompt: list[int], params: SamplingParams, stores_done: bool
-) -> None:
+) -> bool:
     """Runs one request to its end (a load from the tier reported the step after it starts),
     then steps until the engine has nothing left of it (its stores reported, if
-    ``stores_done``); a request that cannot run in this pool is aborted (the tier keeps
-    what it stored)."""
+    ``stores_done``); False when it cannot run to its end in this pool: it is aborted (the
+    tier keeps what it stored)."""
     scheduler = handle.scheduler
     handle.submit(request_id, prompt, params)
     loading: set[str] = set()
     reported: set[str] = set()  # each load is reported once
     for _ in range(WARM_STEPS):
         if _quiet(handle, stores_done):
-            return
+            return True
         handle.engine.step(loading, set())
         reported |= loading
         loading = {
@@ -96,9 +105,11 @@ def _run_alone(
             for r in scheduler.requests.values()
             if r.status == RequestStatus.WAITING_FOR_REMOTE_KVS
         } - reported
-    if request_id in scheduler.requests:
+    finished = request_id not in scheduler.requests
+    if not finished:
         scheduler.finish_requests([request_id], RequestStatus.FINISHED_ABORTED)
     for _ in range(WARM_STEPS):
         if _quiet(handle, stores_done):
-            return
+            break
         handle.engine.step(set(), set())
+    return finished
