@@ -10,6 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
+from matrix.case.selection import FILTER_OPTIONS
 from matrix.case.shipped import SUITES, shipped_cases
 from matrix.variant_names import VARIANT_NAMES
 
@@ -103,13 +104,21 @@ def main(argv: list[str] | None = None) -> int:
     run = commands.add_parser(
         "run", help="run every case and print the tables (pytest args after --)"
     )
-    run.add_argument("pytest_args", nargs=argparse.REMAINDER)
     connectors = commands.add_parser(
         "connectors",
         help="run every connector case (connector_cases/) as run does the shipped cases: "
         "reports/connectors-vllm-<version>.* (pytest args after --)",
     )
-    connectors.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    for suite in (run, connectors):
+        for name, what in FILTER_OPTIONS:
+            suite.add_argument(
+                f"--{name}",
+                action="append",
+                default=[],
+                metavar="NAME",
+                help=f"only the cells {what}; repeatable; the reports say the run was filtered",
+            )
+        suite.add_argument("pytest_args", nargs=argparse.REMAINDER)
     merge = commands.add_parser(
         "merge", help="merge shard reports (--splits/--group runs) into each release's report"
     )
@@ -221,15 +230,18 @@ def main(argv: list[str] | None = None) -> int:
         return show_layout.main(options)
     if options.command == "explore":
         return _explore(options)
-    if options.command == "run":
-        from matrix.runner.command import run_command
-
-        return run_command([a for a in options.pytest_args if a != "--"])
-    if options.command == "connectors":
+    if options.command in ("run", "connectors"):
         from matrix.case.shipped import CONNECTOR_CASES
         from matrix.runner.command import run_command
 
-        pytest_args = [a for a in options.pytest_args if a != "--"]
+        filters = [
+            f"--matrix-{name}={value}"
+            for name, _ in FILTER_OPTIONS
+            for value in vars(options)[name]
+        ]
+        pytest_args = [*filters, *(a for a in options.pytest_args if a != "--")]
+        if options.command == "run":
+            return run_command(pytest_args)
         return run_command(pytest_args, CONNECTOR_CASES, "connectors")
     if options.command == "merge":
         from matrix.report import merge as merge_module

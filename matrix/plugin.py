@@ -24,7 +24,7 @@ from matrix.items import (
     variants_key,
     without_cell_record,
 )
-from matrix.judge.result import CellResult, wholly_skipped
+from matrix.judge.result import CellResult, failing_skips
 from matrix.plugin_options import add_options
 from matrix.report.files import (
     EMPTY_RUN,
@@ -32,6 +32,7 @@ from matrix.report.files import (
     REPORT_SUFFIXES,
     Shard,
     empty_shard_line,
+    filtered_note,
     run_info,
     shown_in,
     summary_lines,
@@ -40,7 +41,15 @@ from matrix.report.files import (
 from matrix.report.gallery import PictureChoice, available, full_gallery
 from matrix.report.tables import sort_cells
 from matrix.run.user_variants import VariantLoadError, run_variants
-from matrix.runner.process_share import RunSplit, is_case_file, named_paths, run_split
+from matrix.runner.process_share import (
+    RunSplit,
+    cell_filter,
+    filter_key,
+    is_case_file,
+    named_paths,
+    run_split,
+    selection,
+)
 
 cells_key = pytest.StashKey[list[CellResult]]()
 # The cells this part of the run selected (after -k and -m), from its own files.
@@ -73,7 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[cells_key] = []
     try:
         config.stash[ships_key] = expected_stock()
-    except ValueError as error:
+        config.stash[filter_key] = cell_filter(config)
+    except ValueError as error:  # SelectionError too
         raise pytest.UsageError(str(error)) from None
     config.pluginmanager.register(CellCollector(config), "matrix-cells")
     config.stash[split_key] = run_split(config)
@@ -156,17 +166,23 @@ class CellCollector:
     @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Another part's tests that were collected all the same (a file named on the command
-        line is collected whatever ``pytest_ignore_collect`` says) are deselected; a named
-        directory that gave nothing to run is an error (in a whole run: a part's files may all
-        be another part's)."""
-        split = self.config.stash[split_key]
+        line is collected whatever ``pytest_ignore_collect`` says), and cells the run's filter
+        (``--matrix-connector``, ...) leaves out, are deselected; a named directory that gave
+        nothing to run is an error (in a whole run: a part's files may all be another
+        part's)."""
+        split, keep = self.config.stash[split_key], self.config.stash[filter_key]
         if not split.parts:
             _named_directories_hold_cases(self.config, items)
-            return
-        foreign = [item for item in items if split.ignores(Path(item.path))]
-        if foreign:
-            items[:] = [item for item in items if not split.ignores(Path(item.path))]
-            self.config.hook.pytest_deselected(items=foreign)
+        dropped = [
+            item
+            for item in items
+            if split.ignores(Path(item.path))
+            or (isinstance(item, CellItem) and not keep.keeps(item.cell))
+        ]
+        if dropped:
+            gone = set(map(id, dropped))
+            items[:] = [item for item in items if id(item) not in gone]
+            self.config.hook.pytest_deselected(items=dropped)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keeps the cell result a test recorded in its call phase."""
@@ -183,9 +199,10 @@ class CellCollector:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A run that skipped every cell of a case or a model tested nothing of it: it fails
-    (the terminal summary says which, and why). A CI shard whose files hold no cell of the
-    selection is an empty shard, not pytest's no-tests exit (its report says it selected
-    none; the merge fails when every shard is empty); so is any run told it may be empty."""
+    (the terminal summary says which, and why), unless a filter chose its cells and some ran.
+    A CI shard whose files hold no cell of the selection is an empty shard, not pytest's
+    no-tests exit (its report says it selected none; the merge fails when every shard is
+    empty); so is any run told it may be empty."""
     if hasattr(session.config, "workerinput"):
         return
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and _may_be_empty(session.config):
@@ -193,7 +210,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if exitstatus != pytest.ExitCode.OK:
         return
-    if wholly_skipped(session.config.stash.get(cells_key, [])):
+    cells = session.config.stash.get(cells_key, [])
+    if failing_skips(cells, bool(selection(session.config))):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -215,11 +233,11 @@ def pytest_terminal_summary(
         if _may_be_empty(config):
             terminalreporter.write_line(EMPTY_RUN)
         return
-    info = run_info()
+    info = run_info(config.getoption("matrix_suite"), selection(config))
     if not cells and not config.getoption("matrix_no_tables") and shard is not None:
         terminalreporter.write_line(empty_shard_line(shard.group, shard.splits))
     if cells and not config.getoption("matrix_no_tables"):
-        terminalreporter.section(f"KV reservation matrix, vLLM {info.vllm_version}")
+        terminalreporter.section(info.title())
         paths = [Path(p) for p in config.getoption("matrix_report")]
         written = shown_in(paths, config.getoption("matrix_full_terminal"))
         for line in summary_lines(cells, info, written):
@@ -227,6 +245,9 @@ def pytest_terminal_summary(
     for path in config.getoption("matrix_report"):
         write_report(Path(path), cells, info, shard)
         terminalreporter.write_line(f"matrix report written to {path}")
+    note = filtered_note(cells, info)
+    if note and config.getoption("matrix_report") and not config.getoption("matrix_no_tables"):
+        terminalreporter.write_line(note)
     if cells and config.getoption("matrix_draw_ahead") and available():
         from matrix.report.drawing import draw_ahead
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from matrix.case.selection import FILTER_OPTIONS
 from matrix.case.shipped import SUITES
 from matrix.report.files import FULL_TERMINAL
 
@@ -77,6 +78,14 @@ def add_options(parser: pytest.Parser) -> None:
         "(exit 5): the CI player gives a filter to every suite's run (a CI shard's empty "
         "selection is always an empty shard; the merge fails when every shard is empty)",
     )
+    for name, what in FILTER_OPTIONS:
+        group.addoption(
+            f"--matrix-{name}",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help=f"run only the cells {what}; repeatable (any of them)",
+        )
     group.addoption(
         "--matrix-cases",
         action="store_true",

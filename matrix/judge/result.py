@@ -182,3 +182,13 @@ def wholly_skipped(cells: list[CellResult]) -> list[str]:
         for name, group in groups.items()
         if all(cell.observed == "skip" for cell in group)
     ]
+
+
+def failing_skips(cells: list[CellResult], filtered: bool) -> list[str]:
+    """The lines of :func:`wholly_skipped` that fail the run: all of them in a whole run; in
+    one a filter narrowed (``--connector``, ``-k``, ``-m``), whose user chose its cells, only
+    when none of them ran (a case known to be unsupported for that filter, every cell of it
+    skipped with its reason, is what the filter asked for)."""
+    if filtered and any(cell.observed != "skip" for cell in cells):
+        return []
+    return wholly_skipped(cells)

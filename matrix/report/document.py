@@ -90,6 +90,12 @@ def document(
     text names are the first in the tables' order."""
     cells = sort_cells(cells)
     opening = [f"vLLM from the {info.source.describe()}."] if info.source else []
+    if info.selection:  # the suite's own report is a whole run's
+        opening.insert(
+            0,
+            f"**A filtered run** (`{info.selection}`): its cells only, not the whole suite's; "
+            f"`{info.command}` without the filter writes the whole report.",
+        )
     stock = (
         f"Stock on this release is expected to behave like `{info.ships}`. " if info.ships else ""
     )
@@ -132,8 +138,7 @@ def document(
         lines = tuple(f"`{c.case}-{c.variant}`: {c.detail}" for c in wrong)
         title = f"Cells that differ from their expectation ({len(wrong)})"
         parts.append(Part(title, (Bullets(lines),), True, rank=DIFFERING))
-    title = f"KV reservation matrix on vLLM {info.vllm_version or 'unknown'}"
-    return Document(title, tuple(opening), tuple(parts))
+    return Document(info.title(), tuple(opening), tuple(parts))
 
 
 def _folded(section: Section, cells: Sequence[CellResult]) -> Part:

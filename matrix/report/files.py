@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from matrix.case.split import place_digest
-from matrix.judge.result import CellResult, wholly_skipped
+from matrix.judge.result import CellResult, failing_skips, wholly_skipped
 from matrix.report.drawing import draw_all
 from matrix.report.fitting import fit_prose, fit_table, fits, terminal_width
 from matrix.report.gallery import Picture, available, planned
@@ -22,6 +22,7 @@ from matrix.report.info import RunInfo, matrix_digest, run_info
 from matrix.report.markdown import markdown_report
 from matrix.report.sections import Section, sections
 from matrix.report.tables import case_table, render_text, sort_cells, tightness_table
+from matrix.wording import plural
 
 __all__ = ["RunInfo", "markdown_report", "matrix_digest", "run_info"]
 
@@ -134,20 +135,36 @@ def summary_lines(
     cells: Sequence[CellResult], info: RunInfo, written: Sequence[Path] = ()
 ) -> list[str]:
     """The end of a run in the terminal (:func:`terminal_lines`), then a failing line for each
-    case or model whose every cell was skipped (such a run tested nothing of it, so it fails)."""
+    case or model whose every cell was skipped (such a run tested nothing of it, so it fails;
+    in a filtered run where other cells ran, a line that says so, not a failure)."""
     width = terminal_width()
-    failed = [f"matrix: FAILED: {line}" for line in wholly_skipped(list(cells))]
+    failing = failing_skips(list(cells), bool(info.selection))
+    said = [
+        f"matrix: FAILED: {line}" if failing else f"matrix: {line} (a filtered run: not a failure)"
+        for line in wholly_skipped(list(cells))
+    ]
     lines = terminal_lines(cells, info, width, written)
-    return [*lines, *(w for f in failed for w in fit_prose(f, width))]
+    return [*lines, *(w for f in said for w in fit_prose(f, width))]
+
+
+def filtered_note(cells: Sequence[CellResult], info: RunInfo) -> str | None:
+    """The line a filtered run ends with: its reports hold its cells only."""
+    if not info.selection:
+        return None
+    count = plural(len(cells), "cell")
+    return (
+        f"matrix: a filtered run ({info.selection}): its reports hold its {count} only; "
+        f"`{info.command}` without the filter writes the whole suite's"
+    )
 
 
 def print_summary(cells: Sequence[CellResult], info: RunInfo, written: Sequence[Path] = ()) -> bool:
     """Prints the run's title and :func:`summary_lines` (a forked run's, a merge's); True when
-    a case or model had every cell skipped, which fails the run."""
-    title = f" KV reservation matrix, vLLM {info.vllm_version} "
+    a case or model had every cell skipped in a way that fails the run (``failing_skips``)."""
+    title = f" {info.title()} "
     print(f"\n{title:=^80}")
     print("\n".join(summary_lines(cells, info, written)))
-    return bool(wholly_skipped(list(cells)))
+    return bool(failing_skips(list(cells), bool(info.selection)))
 
 
 def json_report(
@@ -158,8 +175,10 @@ def json_report(
     header, rows = tightness_table(cells)
     tightness = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows}
     info_fields = asdict(info)
-    if info.source is None:  # release reports keep the shape they had before dev builds
-        del info_fields["source"]
+    # Release reports keep the shape they had before dev builds, suites and selections.
+    for name, unset in (("source", None), ("suite", ""), ("selection", "")):
+        if info_fields[name] == unset:
+            del info_fields[name]
     report = {
         **info_fields,
         "cells": [c.to_dict() for c in sort_cells(cells)],

@@ -75,17 +75,17 @@ def _forms(part: Part, folder: str) -> list[str]:
     return forms
 
 
-def _links(folder: str) -> str:
-    """The opening's line naming the full report beside this one."""
+def _links(folder: str, command: str) -> str:
+    """The opening's line naming the full report beside this one, and what writes it."""
     if not folder:
         return (
             "The full report: the HTML page (every table and picture) and the JSON (every "
-            "cell's record) that `python -m matrix run` writes beside this one."
+            f"cell's record) that `{command}` writes beside this one."
         )
     return (
         f"The full report, beside this file: [`{folder}.html`]({folder}.html) (one page, every "
         f"table and picture) and [`{folder}.json`]({folder}.json) (every cell's record), as "
-        "`python -m matrix run` writes them."
+        f"`{command}` writes them."
     )
 
 
@@ -114,7 +114,8 @@ def markdown_report(
     into ``folder`` (relative to the report, and the stem of the HTML and JSON reports
     beside it), None when pictures are off (matplotlib is missing)."""
     doc = document(cells, info, pictures)
-    head = "\n\n".join([f"# {doc.title}", *doc.opening, _links(folder)]) + "\n\n"
+    links = _links(folder, info.command)
+    head = "\n\n".join([f"# {doc.title}", *doc.opening, links]) + "\n\n"
     forms = [_forms(part, folder) for part in doc.parts]
     order = sorted(range(len(doc.parts)), key=lambda i: (doc.parts[i].rank, i))
     text = head + "".join(budgeted(head, forms, order))

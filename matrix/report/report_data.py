@@ -24,6 +24,7 @@ from matrix.case.connector import CONNECTOR_NAMES
 from matrix.case.expansion import CASE_ID
 from matrix.case.limits import MAX_REPORT_BYTES
 from matrix.case.reading import CaseFileError, read_json
+from matrix.case.shipped import SUITES
 from matrix.installed import Source
 from matrix.judge.cost import PoolCost
 from matrix.judge.result import CellResult
@@ -83,10 +84,13 @@ def _text_problem(value: Any) -> str | None:
 def _run_info(path: Path, data: dict[str, Any]) -> RunInfo:
     version, ships = data["vllm_version"], data.get("ships")
     release = None if version is None else _text_problem(version) or label_problem(version)
+    suite = data.get("suite", "")
     problems = {
         "vllm_version": release,
         "ships": None if ships is None or ships in VARIANT_NAMES else f"{ships!r}: not a variant",
         "matrix_digest": _text_problem(data.get("matrix_digest", "")),
+        "suite": None if suite in SUITES else f"{suite!r:.40}: not a suite",
+        "selection": _text_problem(data.get("selection", "")),
     }
     for key, problem in problems.items():
         if problem is not None:
@@ -100,7 +104,8 @@ def _run_info(path: Path, data: dict[str, Any]) -> RunInfo:
         problem = _text_problem(source.path) or _text_problem(source.commit or "")
         if problem is not None:
             raise ReportError(f"{path}: source: {problem}")
-    return RunInfo(version, ships, data.get("matrix_digest", ""), source)
+    digest, selection = data.get("matrix_digest", ""), data.get("selection", "")
+    return RunInfo(version, ships, digest, source, suite, selection)
 
 
 def _first(error: ValidationError, where: str) -> str:

@@ -29,6 +29,7 @@ from matrix.report.files import (
     REPORT_SUFFIXES,
     Shard,
     empty_shard_line,
+    filtered_note,
     print_summary,
     shown_in,
     write_report,
@@ -185,6 +186,9 @@ def _forked(plan: RunPlan, pytest_args: list[str], outputs: list[Path]) -> int:
         if path.suffix != ".xml":
             write_report(path, cells, merged.info, shard)
         print(f"matrix report written to {path}")
+    note = filtered_note(cells, merged.info)
+    if note:
+        print(note)
     elapsed = time.monotonic() - began
     print(f"{counts(results)} in {elapsed:.1f}s ({plan.workers} workers forked after the import)")
     return code

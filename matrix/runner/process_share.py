@@ -14,9 +14,13 @@ from matrix.case.expansion import CASE_SUFFIXES
 from matrix.case.limits import MAX_REPORT_BYTES
 from matrix.case.model_paths import is_model_file
 from matrix.case.reading import CaseFileError, read_json
+from matrix.case.selection import CellFilter, selection_words
 from matrix.case.split import Part, RunFile, file_durations, files_of, run_files, selection_digest
 from matrix.items import variants_key
 from matrix.report.files import matrix_digest
+
+# The cells the run keeps by what they run (--matrix-connector, --matrix-model, ...).
+filter_key = pytest.StashKey[CellFilter]()
 
 
 class RunSplit:
@@ -54,6 +58,7 @@ def run_split(config: pytest.Config) -> RunSplit:
     selects = [
         f"-k {config.getoption('keyword')}",
         f"-m {config.getoption('markexpr')}",
+        config.stash[filter_key].words(),
         *config.stash[variants_key],
     ]
     digest = selection_digest(files, matrix_digest(), selects)
@@ -89,3 +94,21 @@ def is_case_file(config: pytest.Config, path: Path) -> bool:
     roots = [Path(p).resolve() for p in config.getini("matrix_cases")]
     named = named_paths(config)
     return resolved in named or any(resolved.is_relative_to(r) for r in [*roots, *named])
+
+
+def cell_filter(config: pytest.Config) -> CellFilter:
+    """The run's filter from its options; raises :class:`SelectionError` for a name no cell
+    can have."""
+    return CellFilter(
+        tuple(config.getoption("matrix_connector")),
+        tuple(config.getoption("matrix_model")),
+        tuple(config.getoption("matrix_architecture")),
+    )
+
+
+def selection(config: pytest.Config) -> str:
+    """How the run was narrowed (its filter, ``-k``, ``-m``), as its reports say it; "" for a
+    whole run."""
+    return selection_words(
+        config.stash[filter_key], config.getoption("keyword"), config.getoption("markexpr")
+    )
