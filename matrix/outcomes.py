@@ -20,6 +20,11 @@ FailureKind = Literal[
     "timeout",
 ]
 
+# A cell the installed release cannot run (a connector, a Mamba mode, a layout it lacks; no
+# asynchronous load to test), in every report's words, always beside its reason. The JSON
+# keeps its record's fields: ``observed: skip``, ``kind: skipped``, the reason in ``detail``.
+UNSUPPORTED = "unsupported"
+
 # How bad a failing pool is, worst first: whether a deployment can reach it, judged by the
 # pool against the case's fit and the smallest pool vLLM's start-up sizing gives its engine
 # (``matrix.judge.severity`` classifies; docs/tables.md's severity table says what each means).

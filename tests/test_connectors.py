@@ -4,6 +4,7 @@ the report's field and table, and each connector's load on vLLM's real scheduler
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from matrix.case.expansion import cells_from_file
 from matrix.case.reading import CaseFileError
 from matrix.judge.result import CellResult
 from matrix.report.connectors import connectors_table
+from matrix.report.tables import brief_cell_text
 from matrix.run.fit import measure_fit
 from matrix.run.pools import run_pool
 from tests.helpers import REPO, WriteCase, needs_vllm
@@ -98,6 +100,24 @@ def test_the_connectors_table_gives_each_connector_its_worst_severity() -> None:
     header, rows = connectors_table(cells)
     assert header == ["Connector", "stock"]
     assert rows == [["nixl", "no failure (1 of 1)"], ["offloading", "unpromotable (1 of 2)"]]
+
+
+def test_a_refusal_the_case_tolerates_reads_as_the_case_table_reads_it() -> None:
+    """Issue 45: a cell passing within its fit_slack read ``pass*`` in Cases x variants but
+    ``over_reservation (1 of 2)`` in the Connectors table; a failing refusal still reads so,
+    and a skipped cell is unsupported."""
+    tolerated = replace(_cell("offloading", "stock", None), severity="over_reservation")
+    clean = _cell("offloading", "stock", None)
+    assert brief_cell_text(tolerated) == "pass*"
+    assert connectors_table([tolerated, clean])[1] == [["offloading", "pass* (1 of 2)"]]
+    refused = _cell("offloading", "stock", "over_reservation")
+    rows = connectors_table([tolerated, refused])[1]
+    assert rows == [["offloading", "over_reservation (1 of 2)"]]
+    skipped = replace(clean, observed="skip", kind="skipped", detail="why")
+    assert connectors_table([skipped, clean])[1] == [
+        ["offloading", "no failure (1 of 1), 1 unsupported"]
+    ]
+    assert connectors_table([skipped])[1] == [["offloading", "unsupported (1)"]]
 
 
 def test_a_cell_record_keeps_its_connector_and_nixl_records_keep_their_shape() -> None:

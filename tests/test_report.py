@@ -87,10 +87,10 @@ def test_unknown_report_suffix(tmp_path: Path) -> None:
         write_report(tmp_path / "r.txt", CELLS, RunInfo(None))
 
 
-def test_skipped_cells_show_as_skip() -> None:
+def test_skipped_cells_show_as_unsupported_with_the_reason() -> None:
     skipped = cell("mamba", "Mamba none", "fixed", "skip")
-    assert case_table([skipped])[1] == [["mamba", "skip"]]
-    assert summary_table([skipped])[1] == [["This fix", "Skip"]]
+    assert case_table([skipped])[1] == [["mamba", f"unsupported: {skipped.detail}"]]
+    assert summary_table([skipped])[1] == [["This fix", "Unsupported"]]
     mixed = [skipped, cell("mamba2", "Mamba none", "fixed", "pass")]
     assert summary_table(mixed)[1] == [["This fix", "Pass"]]
 

@@ -42,7 +42,7 @@ def test_labels() -> None:
     assert tightness_label("stall", None) == "stall"
     assert tightness_label("finished", 0) == "0"
     assert tightness_label("not_admitted", None) == "unfinished"
-    assert tightness_label("skipped", None) == "skip"
+    assert tightness_label("skipped", None) == "unsupported"
 
 
 def cell(case: str, variant: str, kind: str, over: int | None) -> CellResult:

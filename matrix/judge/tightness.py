@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from matrix.judge.runs import RunKind, RunOutcome
+from matrix.outcomes import UNSUPPORTED
 
 
 def over_reservation(outcomes: Sequence[RunOutcome], fit: int) -> int | None:
@@ -38,5 +39,5 @@ def tightness_label(kind: RunKind | str, over: int | None) -> str:
     """A cell's tightness in words: the over-reservation in blocks, ``stall`` (under-
     reservation), ``error``, or ``unfinished`` when no size from some point up finished."""
     if kind in ("stall", "error", "skipped"):
-        return {"stall": "stall", "error": "error", "skipped": "skip"}[kind]
+        return {"stall": "stall", "error": "error", "skipped": UNSUPPORTED}[kind]
     return "unfinished" if over is None else str(over)

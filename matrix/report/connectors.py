@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from matrix.case.connector import DEFAULT_CONNECTOR
 from matrix.judge.result import CellResult
 from matrix.judge.severity import SEVERITY_ORDER
-from matrix.report.tables import Table, variants_of
+from matrix.outcomes import UNSUPPORTED
+from matrix.report.tables import TOLERATED, Table, variants_of
 
 
 def connector_of(cell: CellResult) -> str:
@@ -18,21 +19,30 @@ def connector_of(cell: CellResult) -> str:
 
 def worst_words(cells: Sequence[CellResult]) -> str:
     """The worst severity of these cells and how many of those that ran have it: ``no
-    failure (12 of 12)``, ``deadlock (1 of 12)``; ``skip (n)`` when none ran; ``-`` none."""
+    failure (12 of 12)``, ``deadlock (1 of 12)``; ``pass* (4 of 8)`` where the worst is a
+    refusal the cases tolerate (their ``fit_slack``: the cells pass, and the case table reads
+    them ``pass*``); ``unsupported (n)`` when none ran (why: the Cases x variants table);
+    ``-`` none."""
     ran = [c for c in cells if c.observed != "skip"]
     if not cells:
         return "-"
     if not ran:
-        return f"skip ({len(cells)})"
-    found = {c.severity for c in ran}
+        return f"{UNSUPPORTED} ({len(cells)})"
+    failing = [c for c in ran if c.observed == "fail"]
+    found = {c.severity for c in failing}
     worst = next((s for s in SEVERITY_ORDER if s in found), None)
-    if worst is None:
-        failing = [c for c in ran if c.observed == "fail"]
-        word, count = ("fail, no severity", len(failing)) if failing else ("no failure", len(ran))
+    tolerated = [c for c in ran if c.observed == "pass" and c.severity]
+    word: str
+    if worst is not None:
+        word, count = worst, sum(1 for c in failing if c.severity == worst)
+    elif failing:
+        word, count = "fail, no severity", len(failing)
+    elif tolerated:
+        word, count = TOLERATED, len(tolerated)
     else:
-        word, count = worst, sum(1 for c in ran if c.severity == worst)
+        word, count = "no failure", len(ran)
     skipped = len(cells) - len(ran)
-    return f"{word} ({count} of {len(ran)})" + (f", {skipped} skipped" if skipped else "")
+    return f"{word} ({count} of {len(ran)})" + (f", {skipped} {UNSUPPORTED}" if skipped else "")
 
 
 def connectors_table(cells: Sequence[CellResult]) -> Table:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from matrix.case.limits import MAX_PICTURES
 from matrix.judge.result import CellResult
+from matrix.outcomes import UNSUPPORTED
 from matrix.report.gallery import Picture, left_out, off_reason, shade
 from matrix.report.headline import counts_line, findings, reading_guide
 from matrix.report.info import RunInfo
@@ -169,7 +170,8 @@ def case_shades(cells: Sequence[CellResult]) -> tuple[tuple[str, ...], ...]:
     variants = variants_of(cells)
     by_case = sorted_cases(cells)
     return tuple(
-        tuple(shade(row[v]) if v in row else "skip" for v in variants) for row in by_case.values()
+        tuple(shade(row[v]) if v in row else UNSUPPORTED for v in variants)
+        for row in by_case.values()
     )
 
 

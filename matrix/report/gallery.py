@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from matrix.case.limits import MAX_PICTURES
 from matrix.judge.result import CellResult
-from matrix.outcomes import SEVERE
+from matrix.outcomes import SEVERE, UNSUPPORTED
 from matrix.report.tables import sort_cells
 
 INSTALL_HINT = "pip install vllm-kv-matrix[pictures]"
@@ -46,7 +46,7 @@ SHADES: dict[str, str] = {
     "pass, tolerated": "#d9ef8b",  # passed, refusing within the case's fit_slack
     "pass": "#a6d96a",
     "finished": "#a6d96a",
-    "skip": "#f0f0f0",
+    UNSUPPORTED: "#f0f0f0",
 }
 
 
@@ -182,7 +182,7 @@ def _every_picture(cells: Sequence[CellResult], every_case: bool | None) -> list
 def shade(cell: CellResult) -> str:
     """A cell's colour name in the heat map (a key of :data:`SHADES`)."""
     if cell.observed == "skip":
-        return "skip"
+        return UNSUPPORTED
     if cell.observed == "pass":
         return "pass, tolerated" if cell.severity else "pass"
     return cell.severity or "fail"

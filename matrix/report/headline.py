@@ -7,11 +7,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from matrix.judge.result import CellResult, wholly_skipped
-from matrix.outcomes import SEVERE
-from matrix.report.tables import column_row, columns_of, mismatches, variants_of
+from matrix.outcomes import SEVERE, UNSUPPORTED
+from matrix.report.tables import (
+    column_row,
+    columns_of,
+    mismatches,
+    unsupported_notes,
+    variants_of,
+)
 from matrix.wording import plural
 
 LISTED = 5  # cells named per finding; the rest are counted
+REASONS = 10  # why cells are unsupported, a finding a reason; the rest in the case table
 
 
 def _names(cells: Sequence[CellResult]) -> str:
@@ -27,7 +34,7 @@ def counts_line(cells: Sequence[CellResult]) -> str:
     ran = {
         "pass": sum(1 for c in cells if c.observed == "pass"),
         "fail": sum(1 for c in cells if c.observed == "fail"),
-        "skipped": sum(1 for c in cells if c.observed == "skip"),
+        UNSUPPORTED: sum(1 for c in cells if c.observed == "skip"),
     }
     outcome = ", ".join(f"{n} {name}" for name, n in ran.items() if n)
     wrong = mismatches(cells)
@@ -46,7 +53,8 @@ def counts_line(cells: Sequence[CellResult]) -> str:
 
 def findings(cells: Sequence[CellResult]) -> list[str]:
     """The findings, a line each: cells against their expectation, the severe failures (even
-    where expected), and cases or models whose every cell was skipped."""
+    where expected), cases or models whose every cell was skipped, and why cells are
+    unsupported (a line a reason, the first few)."""
     found = []
     wrong = mismatches(cells)
     if wrong:
@@ -68,6 +76,13 @@ def findings(cells: Sequence[CellResult]) -> list[str]:
         found.append(
             "Every cell is as its case expects, and none deadlocks, leaks, errs, times out or "
             "hits vLLM's sizer."
+        )
+    reasons = unsupported_notes(cells)
+    found += [f"{note.rstrip('.')}." for note in reasons[:REASONS]]
+    if len(reasons) > REASONS:
+        found.append(
+            f"{UNSUPPORTED}: {plural(len(reasons) - REASONS, 'other reason')}, each beside its "
+            "cells in the Cases x variants table."
         )
     return found
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from matrix.judge.result import CellResult
 from matrix.judge.severity import SEVERITY_ORDER
 from matrix.judge.verdict import pool_ranges
-from matrix.outcomes import Severity
+from matrix.outcomes import UNSUPPORTED, Severity
 from matrix.report.tables import BRIEF, Table, variants_of
 from matrix.wording import plural
 
@@ -79,11 +79,11 @@ def _by_severity(cells: Sequence[CellResult]) -> list[tuple[Severity, list[CellR
 
 def model_words(cells: Sequence[CellResult], brief: bool = False) -> str:
     """How one model's cells under one variant fare, the worst first (``brief``: the worst
-    alone, in a word or two); ``ok`` when no pool an engine could have failed, ``skip`` when
-    none ran, ``-`` when there are none."""
+    alone, in a word or two); ``ok`` when no pool an engine could have failed, ``unsupported``
+    when none ran, ``-`` when there are none."""
     ran = [c for c in cells if c.observed != "skip"]
     if not ran:
-        return "skip" if cells else "-"
+        return UNSUPPORTED if cells else "-"
     found = _by_severity(ran)
     if brief:
         return BRIEF[found[0][0]] if found else "ok"

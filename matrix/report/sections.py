@@ -21,6 +21,7 @@ from matrix.report.tables import (
     severity_table,
     summary_table,
     tightness_table,
+    unsupported_notes,
 )
 
 
@@ -99,6 +100,7 @@ def sections(cells: Sequence[CellResult]) -> list[Section]:
                 "A cell's worst severity (else its failure kind); pass*: passed, refusing within "
                 "the case's fit_slack; (expected ...): against the case's expectation (row "
                 "marked !).",
+                *unsupported_notes(cells),
             ),
             shaded=True,
         )

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterable, Sequence
 from matrix.judge.result import CellResult
 from matrix.judge.severity import SEVERITY_ORDER
 from matrix.judge.tightness import tightness_label
-from matrix.outcomes import Severity
+from matrix.outcomes import UNSUPPORTED, Severity
 from matrix.variant_names import VARIANT_NAMES, table_label
+from matrix.wording import plural
 
 COLUMN_ORDER = (
     "Single group",
@@ -37,10 +38,10 @@ def variants_of(cells: Sequence[CellResult]) -> list[str]:
 
 def cell_text(cell: CellResult) -> str:
     """A cell in the case table: ``pass``, or its failure kind and how bad it is
-    (``stall: unpromotable``), or ``skip``. ``FAIL`` and the expectation mark a cell that
-    differs from its case; a failure the case expects is never written as ``FAIL``."""
+    (``stall: unpromotable``), or ``unsupported: <why>``. ``FAIL`` and the expectation mark a
+    cell that differs from its case; a failure the case expects is never written as ``FAIL``."""
     if cell.observed == "skip":
-        return "skip"
+        return f"{UNSUPPORTED}: {cell.detail}"
     if cell.observed == "pass":
         text = f"pass, {cell.severity}" if cell.severity else "pass"
     else:
@@ -50,6 +51,9 @@ def cell_text(cell: CellResult) -> str:
         text = f"{'FAIL ' if cell.observed == 'fail' else ''}{text} (expected {wanted})"
     return text
 
+
+# A passing cell that refused a request it fits within its case's fit_slack, in a word.
+TOLERATED = "pass*"
 
 # The brief form: a severity in a word or two (capitals: an engine hangs or breaks).
 BRIEF: dict[Severity, str] = {
@@ -66,18 +70,31 @@ BRIEF: dict[Severity, str] = {
 
 def brief_cell_text(cell: CellResult) -> str:
     """A cell in a word (the terminal's case table): ``pass``, ``pass*`` (a tolerated
-    over-reservation), its worst severity in brief (else its kind), ``skip``; ``FAIL`` and
-    the expectation mark a cell that differs from its case, as in :func:`cell_text`."""
+    over-reservation), its worst severity in brief (else its kind), ``unsupported`` (why:
+    :func:`unsupported_notes`); ``FAIL`` and the expectation mark a cell that differs from its
+    case, as in :func:`cell_text`."""
     if cell.observed == "skip":
-        return "skip"
+        return UNSUPPORTED
     if cell.observed == "pass":
-        text = "pass*" if cell.severity else "pass"
+        text = TOLERATED if cell.severity else "pass"
     else:
         text = BRIEF.get(cell.severity, cell.kind) if cell.severity else cell.kind
     if not cell.as_expected:
         wanted = cell.expected_kind or cell.expected
         text = f"{'FAIL ' if cell.observed == 'fail' else ''}{text} (expected {wanted})"
     return text
+
+
+def unsupported_notes(cells: Sequence[CellResult]) -> list[str]:
+    """Why the unsupported cells could not run, a line a reason with how many cells and one
+    of them: what a brief table's ``unsupported`` leaves out."""
+    reasons: dict[str, list[CellResult]] = {}
+    for cell in sort_cells(c for c in cells if c.observed == "skip"):
+        reasons.setdefault(cell.detail, []).append(cell)
+    return [
+        f"{UNSUPPORTED} ({plural(len(of), 'cell')}, such as {of[0].case}-{of[0].variant}): {reason}"
+        for reason, of in reasons.items()
+    ]
 
 
 Table = tuple[list[str], list[list[str]]]
@@ -135,11 +152,12 @@ def column_row(cells: Iterable[CellResult], columns: Sequence[str]) -> list[str]
 
 
 def column_verdict(members: Sequence[CellResult]) -> str:
-    """Fail if any member fails, Pass if every member that ran passed, Skip if none ran."""
+    """Fail if any member fails, Pass if every member that ran passed, Unsupported if none
+    ran."""
     observed = {c.observed for c in members}
     if "fail" in observed:
         return "Fail"
-    return "Pass" if "pass" in observed else "Skip"
+    return "Pass" if "pass" in observed else UNSUPPORTED.capitalize()
 
 
 def summary_table(cells: Sequence[CellResult], both_names: bool = False) -> Table:
@@ -160,16 +178,17 @@ def summary_table(cells: Sequence[CellResult], both_names: bool = False) -> Tabl
 
 def severity_table(cells: Sequence[CellResult]) -> Table:
     """Rows are worst severities (worst first), then ``no failure`` (cells that ran with no
-    failing pool an engine has) and ``skip``; columns are variants; each counts the cells."""
+    failing pool an engine has) and ``unsupported``; columns are variants; each counts the
+    cells."""
     variants = variants_of(cells)
     names: list[str] = [s for s in SEVERITY_ORDER if any(c.severity == s for c in cells)]
 
     def worst(cell: CellResult) -> str:
         if cell.observed == "skip":
-            return "skip"
+            return UNSUPPORTED
         return cell.severity or ("no failure" if cell.observed == "pass" else "fail, no severity")
 
-    extra = ("fail, no severity", "no failure", "skip")
+    extra = ("fail, no severity", "no failure", UNSUPPORTED)
     names += [n for n in extra if any(worst(c) == n for c in cells)]
     rows = []
     for name in names:
