@@ -227,6 +227,22 @@ def test_a_fit_slack_below_the_layouts_round_up_is_warned(
         f"{path}:1: warning: fit_slack 1 is below the margin's round-up for gemma-2-2b: one "
         "block in each of its 2 attention groups (fit_slack: 2, and pool.above at least 2)"
     )
+    # Issue 45: with none written, the default 0 refused the same cells, and nothing said so.
+    path.write_text(replaced(GEMMA_PAST, ("fit_slack: 1\n", "")))
+    assert main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-2] == (
+        f"{path}:1: warning: fit_slack 0 (the default) is below the margin's round-up for "
+        "gemma-2-2b: one block in each of its 2 attention groups (fit_slack: 2, and pool.above "
+        "at least 2)"
+    )
+    # A case that records the round-up (fixed refuses), or writes 0, meant it.
+    for meant in ("fit_slack: 1\n", "fit_slack: 0\n"):
+        text = GEMMA_PAST.replace("fit_slack: 1\n", meant.replace("fit_slack: 1\n", ""))
+        if meant.startswith("fit_slack: 1"):
+            text += "expect: {fixed: not_admitted}\n"
+        path.write_text(text)
+        assert main(["validate", str(path)]) == 0
+        assert "warning" not in capsys.readouterr().out
     path.write_text(replaced(GEMMA_PAST, ("fit_slack: 1", "fit_slack: 2")))
     assert main(["validate", str(path)]) == 0
     assert capsys.readouterr().out.splitlines()[1] == (

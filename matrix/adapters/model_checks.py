@@ -18,10 +18,11 @@ from matrix.adapters.model_files import check_hf_config
 from matrix.adapters.registry import architecture_problem, quiet_imports
 from matrix.architectures import known_to
 from matrix.case.config_json import ConfigModel, config_model
+from matrix.case.connector import PREFILL_CONNECTORS
 from matrix.case.expansion import Case
 from matrix.case.format import CaseFile
 from matrix.case.loading import CaseFileError, LoadedDocument, read_description, read_document
-from matrix.case.model import ModelDescription
+from matrix.case.model import ModelDescription, PromptInBlocks
 from matrix.installed import installed_vllm_version
 
 MAMBA_KINDS = frozenset({"mamba", "full+mamba"})
@@ -213,13 +214,28 @@ def case_layout_problem(
 def _fit_slack_warning(case: Case, attention: int) -> str | None:
     """A model's ``fit_slack`` below what its layout's margin rounds up: the fix's margin is
     ceil(N / block) in every attention group, whatever room the prompt's last block has, so a
-    model with G attention groups is refused up to G blocks over its fit."""
+    model with G attention groups is refused up to G blocks over its fit. The default too (none
+    written: 0), for a layout of several attention groups whose whole prompt loads (a prefill
+    connector's), ending past a block boundary (where the step fits its last block, yet the
+    round-up refuses) and ``fixed`` expected to pass: its cells would fail as over-reserving
+    what the docs tolerate. A written ``fit_slack: 0`` says no refusal is tolerated; a case
+    expecting ``fixed`` to refuse records the round-up."""
     spec = case.definition
-    if spec.fit_slack == 0 or spec.speculative is None or spec.fit_slack >= attention:
+    written = "fit_slack" in spec.model_fields_set
+    if spec.speculative is None or spec.fit_slack >= attention:
         return None
+    if written and spec.fit_slack == 0:
+        return None
+    past = any(isinstance(r.prompt, PromptInBlocks) and r.prompt.offset > 0 for r in spec.requests)
+    whole = spec.connector in PREFILL_CONNECTORS
+    if not written and not (attention > 1 and past and whole):
+        return None
+    if not written and spec.expectation_for("fixed") != "pass":
+        return None
+    slack = f"fit_slack {spec.fit_slack}" if written else "fit_slack 0 (the default)"
     # Said once per file and model (the line of the case's name), not once per axis point.
     return (
-        f"{case.source}:{case.line}: warning: fit_slack {spec.fit_slack} is below the margin's "
-        f"round-up for {spec.model}: one block in each of its {attention} attention groups "
-        f"(fit_slack: {attention}, and pool.above at least {attention})"
+        f"{case.source}:{case.line}: warning: {slack} is below the margin's round-up for "
+        f"{spec.model}: one block in each of its {attention} attention groups (fit_slack: "
+        f"{attention}, and pool.above at least {attention})"
     )

@@ -203,7 +203,7 @@ def _cases_needing_vllm(checked: Checked) -> list[Case]:
                 line = read_document(case.source).line_of(("layout", "device"))
                 checked.error(f"{case.source}:{line}: [{case.case_id}] layout.device: {problem}")
                 continue
-            if spec.fit_slack == 0 or spec.speculative is None:
+            if spec.speculative is None:
                 continue  # nothing to warn of: the layout is derived by the run
         cases.append(case)
     return cases
