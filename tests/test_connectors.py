@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from matrix.case.connector import PREFILL_CONNECTORS
 from matrix.case.expansion import cells_from_file
 from matrix.case.reading import CaseFileError
 from matrix.judge.result import CellResult
@@ -29,6 +30,8 @@ requests:
 variants: [stock]
 connector: nixl
 """
+# The probe for a connector with no tier (NIXL and its kin): `stored` would be refused.
+PREFILL_PROBE = PROBE.replace(", stored: {tokens: 64}", "")
 
 
 def test_an_option_of_another_connector_is_an_error_at_its_line(write_case: WriteCase) -> None:
@@ -48,8 +51,44 @@ def test_a_tier_holds_no_more_than_the_prompt(write_case: WriteCase) -> None:
     assert "the tier holds 97 tokens of a 96-token prompt" in str(raised.value)
 
 
+def test_what_a_connector_cannot_take_is_refused_at_its_line(write_case: WriteCase) -> None:
+    """Issue 45's hostile connector cases: an Offloading chunk that is no whole number of the
+    groups' blocks (an error cell at every pool before), a tier holding more than a prompt
+    given in blocks (a pass, the tier cut to the prompt, before), and ``stored`` under a
+    connector with no tier (ignored silently before)."""
+    offloading = PROBE.replace("connector: nixl", "connector: offloading")
+    cases = {
+        "block_size: 24": (
+            offloading + "connector_options: {block_size: 24}\n",
+            10,
+            "connector_options.block_size: block_size 24 is not a whole number of the groups' "
+            "16-token blocks: use 32, or blocks_per_chunk",
+        ),
+        "stored.tokens: 100000": (
+            offloading.replace(
+                "prompt: 96, stored: {tokens: 64}", "prompt: {blocks: 2}, stored: {tokens: 100000}"
+            ),
+            7,
+            "requests.0.stored.tokens: the tier holds 100000 tokens of a 32-token prompt",
+        ),
+        "stored under nixl": (
+            PROBE,
+            7,
+            "requests.0.stored: nixl loads what a prefill instance computed, from no tier: "
+            "stored is for offloading, simple_cpu_offload, mooncake_store (or multi over one "
+            "of them)",
+        ),
+    }
+    for name, (text, line, message) in cases.items():
+        with pytest.raises(CaseFileError) as raised:
+            cells_from_file(write_case(text))
+        assert (raised.value.line, raised.value.message) == (line, message), name
+    # A connector axis with a tier connector reads it: its NIXL points ignore it by design.
+    assert cells_from_file(REPO / "connector_cases" / "probe.yaml")
+
+
 def test_the_connector_is_in_the_id_of_other_connectors_only(write_case: WriteCase) -> None:
-    default = cells_from_file(write_case(PROBE.replace("connector: nixl\n", "")))[0]
+    default = cells_from_file(write_case(PREFILL_PROBE.replace("connector: nixl\n", "")))[0]
     assert default.test_id == "probe-stock"
     named = cells_from_file(write_case(PROBE.replace("nixl", "offloading")))[0]
     assert named.test_id == "probe[connector=offloading]-stock"
@@ -153,7 +192,8 @@ def _first_load(adapter: Any, case: Any) -> int:
 
 def _probe(write_case: WriteCase, connector: str) -> Any:
     """The probe's case under ``connector``."""
-    return cells_from_file(write_case(PROBE.replace("nixl", connector)))[0].case.definition
+    text = PREFILL_PROBE if connector in PREFILL_CONNECTORS else PROBE
+    return cells_from_file(write_case(text.replace("nixl", connector)))[0].case.definition
 
 
 def _needs(module: str) -> pytest.MarkDecorator:
@@ -201,7 +241,9 @@ def test_moriio_loads_the_prompt_and_tells_the_prefill_instance_its_blocks(
 ) -> None:
     """MoRIIO's WRITE mode: the decode side sends the (simulated) prefill instance the
     blocks to write into; one group, as it refuses sliding-window groups."""
-    one_group = PROBE.replace("  - {kind: sliding_window, block_size: 16, window: 32}\n", "")
+    one_group = PREFILL_PROBE.replace(
+        "  - {kind: sliding_window, block_size: 16, window: 32}\n", ""
+    )
     case = cells_from_file(write_case(one_group.replace("nixl", "moriio")))[0].case.definition
     assert _first_load(adapter, case) == 96
     assert adapter.build(case, 64).side.notified == []  # nothing sent before a load
@@ -212,7 +254,7 @@ def test_moriio_loads_the_prompt_and_tells_the_prefill_instance_its_blocks(
 def test_a_case_a_connector_refuses_when_built_is_unsupported_with_its_message(
     adapter: Any, write_case: WriteCase
 ) -> None:
-    case = cells_from_file(write_case(PROBE.replace("nixl", "moriio")))[0].case.definition
+    case = cells_from_file(write_case(PREFILL_PROBE.replace("nixl", "moriio")))[0].case.definition
     reason = adapter.unsupported(case) or ""
     assert "MoRIIOConnector's scheduler side refuses this case" in reason
     assert "sliding-window" in reason
@@ -250,7 +292,8 @@ def test_a_case_whose_loads_are_all_synchronous_is_unsupported(
     local = PROBE.replace(", stored: {tokens: 64}", ", async_load: false")
     case = cells_from_file(write_case(local))[0].case.definition
     assert "async_load: false for every one" in (adapter.unsupported(case) or "")
-    assert adapter.unsupported(cells_from_file(write_case(PROBE))[0].case.definition) is None
+    probe = cells_from_file(write_case(PREFILL_PROBE))[0].case.definition
+    assert adapter.unsupported(probe) is None
 
 
 @needs_vllm

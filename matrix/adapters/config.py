@@ -24,6 +24,7 @@ from vllm.config import (
 from matrix.adapters.connectors import family_of
 from matrix.case.format import CaseFile
 from matrix.case.model_paths import ENGINE_CONFIG_DEFAULT, model_directory
+from matrix.case.parts import cache_block_size as groups_block_size
 from matrix.case.reading import read_json
 from matrix.frozen import fast_init
 
@@ -31,15 +32,8 @@ EXTRA_CONFIG = "kv_connector_extra_config"
 
 
 def cache_block_size(case: CaseFile) -> int:
-    """The engine's cache block size: the smallest attention group's block; without attention
-    (a pure Mamba model), its Mamba block (in mode ``align`` vLLM aligns the Mamba block to the
-    cache block: they are one)."""
-    sizes = [
-        g.block_size for g in case.groups if g.kind != "mamba" and isinstance(g.block_size, int)
-    ]
-    if not sizes:
-        sizes = [g.block_size for g in case.groups if isinstance(g.block_size, int)]
-    return min(sizes) if sizes else case.max_model_len
+    """The engine's cache block size (:func:`~matrix.case.parts.cache_block_size`)."""
+    return groups_block_size(case.groups, case.max_model_len)
 
 
 def _prefix_caching(case: CaseFile) -> bool:

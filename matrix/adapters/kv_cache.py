@@ -144,6 +144,12 @@ def with_layout(case: CaseFile) -> CaseFile:
                     f"{block_size}) and {request.max_tokens} more do not fit max_model_len "
                     f"{case.max_model_len}"
                 )
+            stored = request.stored
+            if stored is not None and stored.tokens > tokens:  # the file's check, in tokens
+                raise ValueError(
+                    f"request {request.id}: the tier holds {stored.tokens} tokens of a "
+                    f"{tokens}-token prompt (blocks of {block_size})"
+                )
             request = request.model_copy(update={"prompt": tokens})
         requests.append(request)
     return case.model_copy(update={"requests": requests})

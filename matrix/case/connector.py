@@ -7,6 +7,7 @@ do are the adapters' (``matrix/adapters/connectors/``); docs/connectors.md says 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, model_validator
@@ -86,10 +87,17 @@ class Stored(Strict):
 
 
 def check_connector_case(
-    connector: str, options: ConnectorOptions, requests: list[Any], set_options: set[str]
+    connector: str,
+    options: ConnectorOptions,
+    requests: list[Any],
+    set_options: set[str],
+    group_blocks: Sequence[int] = (),
+    cache_block: int | None = None,
 ) -> None:
-    """Options only for the connectors that read them, and ``stored`` within its prompt.
-    Raises :class:`PlacedError` at the offending place."""
+    """Options only for the connectors that read them, Offloading's chunk a multiple of the
+    groups' one block size, and ``stored`` within its prompt (one given in blocks counts
+    ``cache_block``); ``group_blocks``: the written groups' block sizes (none for a described
+    model's, derived by vLLM). Raises :class:`PlacedError` at the offending place."""
     readers = (*children_of(connector, options), connector)
     allowed = frozenset().union(*(OPTIONS_OF.get(name, frozenset()) for name in readers))
     for name in sorted(set_options - allowed):
@@ -98,17 +106,63 @@ def check_connector_case(
             ("connector_options", name),
             f"'{name}' is a setting of {', '.join(users)}, not of {connector}",
         )
+    chunk = options.block_size
+    if chunk is not None and group_blocks:
+        problem = _chunk_problem(chunk, sorted(set(group_blocks)))
+        if problem:
+            raise PlacedError(("connector_options", "block_size"), problem)
     for index, request in enumerate(requests):
-        stored = request.stored
-        if (
-            stored is not None
-            and isinstance(request.prompt, int)
-            and stored.tokens > request.prompt
-        ):
+        stored, prompt = request.stored, request.prompt
+        if stored is None:
+            continue
+        if not isinstance(prompt, int) and cache_block is not None:
+            prompt = prompt.blocks * cache_block + prompt.offset
+        if isinstance(prompt, int) and stored.tokens > prompt:
             raise PlacedError(
                 ("requests", index, "stored", "tokens"),
-                f"the tier holds {stored.tokens} tokens of a {request.prompt}-token prompt",
+                f"the tier holds {stored.tokens} tokens of a {prompt}-token prompt",
             )
+
+
+def _chunk_problem(chunk: int, sizes: list[int]) -> str | None:
+    """Why vLLM's OffloadingConnector refuses a chunk of ``chunk`` tokens over groups of these
+    block sizes (its config: every group alike, the chunk a whole number of blocks)."""
+    if len(sizes) > 1:
+        return (
+            f"block_size {chunk} needs every group to have one block size (here "
+            f"{', '.join(map(str, sizes))}): give blocks_per_chunk instead"
+        )
+    if chunk % sizes[0]:
+        whole = -(-chunk // sizes[0]) * sizes[0]
+        return (
+            f"block_size {chunk} is not a whole number of the groups' {sizes[0]}-token "
+            f"blocks: use {whole}, or blocks_per_chunk"
+        )
+    return None
+
+
+def stored_unread(cases: Sequence[Any]) -> PlacedError | None:
+    """A request's ``stored`` that no point of a case file reads: every connector it names
+    loads what a prefill instance computed (NIXL and its kin have no tier), so the tier it
+    describes is ignored. A file whose connector axis has a tier connector is fine: its NIXL
+    points ignore ``stored`` by design (``cases``: each point's ``CaseFile``)."""
+    if any(
+        child not in PREFILL_CONNECTORS
+        for case in cases
+        for child in children_of(case.connector, case.connector_options)
+    ):
+        return None
+    for case in cases:
+        for index, request in enumerate(case.requests):
+            if request.stored is not None:
+                names = ", ".join(sorted({case.connector for case in cases}))
+                tiers = [c for c in CONNECTOR_NAMES if c not in PREFILL_CONNECTORS | {"multi"}]
+                return PlacedError(
+                    ("requests", index, "stored"),
+                    f"{names} loads what a prefill instance computed, from no tier: stored is "
+                    f"for {', '.join(tiers)} (or multi over one of them)",
+                )
+    return None
 
 
 def digest_exclusions(case: Any) -> dict[str, Any]:

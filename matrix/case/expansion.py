@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from matrix.case.connector import DEFAULT_CONNECTOR
+from matrix.case.connector import DEFAULT_CONNECTOR, stored_unread
 from matrix.case.format import CASE_NAME, CaseFile, Expectation
 from matrix.case.loading import CaseFileError, LoadedDocument, Location, read_document, validate
 from matrix.case.model_paths import MODELS_FOLDER, is_model_file
@@ -180,18 +180,24 @@ def expand_document(
 ) -> list[Case]:
     """A case file's cases: one per combination of its matrix axes (or itself without axes),
     each validated against the run's ``variants``; raises :class:`CaseFileError` at the line
-    of what is wrong."""
+    of what is wrong (a request's ``stored`` that none of them reads, too)."""
     base = validate(document, variants=variants)
     if not base.matrix and not base.when:
-        lines = _expectation_lines(document, {}, base)
         labels = connector_label(base, [])
         case_id = f"{base.name}[{labels}]" if labels else base.name
-        name_line = document.line_of(("name",))
+        lines = _expectation_lines(document, {}, base)
         expect_line = document.lines.get(("expect",))
-        return [Case(case_id, document.path, name_line, base, lines, expect_line)]
-    axes = list(base.matrix.items())
-    points = itertools.product(*(_axis_points(name, axis, document) for name, axis in axes))
-    return [_case_at(document, base.name, axes, combination, variants) for combination in points]
+        cases = [
+            Case(case_id, document.path, document.line_of(("name",)), base, lines, expect_line)
+        ]
+    else:
+        axes = list(base.matrix.items())
+        points = itertools.product(*(_axis_points(name, axis, document) for name, axis in axes))
+        cases = [_case_at(document, base.name, axes, point, variants) for point in points]
+    unread = stored_unread([case.definition for case in cases])
+    if unread is not None:
+        raise document.error(unread.location, str(unread))
+    return cases
 
 
 def _case_at(

@@ -46,6 +46,7 @@ from matrix.case.parts import (
     PoolSweep,
     RequestSpec,
     Speculative,
+    cache_block_size,
     check_prefixes_and_accept,
 )
 from matrix.case.strict import PlacedError, Strict
@@ -247,11 +248,14 @@ class CaseFile(Strict):
 
     @model_validator(mode="after")
     def _connector_settings(self) -> CaseFile:
+        blocks = [g.block_size for g in self.groups if isinstance(g.block_size, int)]
         check_connector_case(
             self.connector,
             self.connector_options,
             self.requests,
             set(self.connector_options.model_fields_set),
+            blocks,
+            cache_block_size(self.groups, self.max_model_len) if self.groups else None,
         )
         return self
 

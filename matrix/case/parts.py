@@ -47,6 +47,16 @@ class Group(Strict):
         return max_model_len if self.block_size == "max_model_len" else self.block_size
 
 
+def cache_block_size(groups: Sequence[Group], max_model_len: int) -> int:
+    """The engine's cache block size: the smallest attention group's block; without attention
+    (a pure Mamba model), its Mamba block (in mode ``align`` vLLM aligns the Mamba block to the
+    cache block: they are one). What a prompt given in blocks counts."""
+    sizes = [g.block_size for g in groups if g.kind != "mamba" and isinstance(g.block_size, int)]
+    if not sizes:
+        sizes = [g.block_size for g in groups if isinstance(g.block_size, int)]
+    return min(sizes) if sizes else max_model_len
+
+
 class Speculative(Strict):
     """Speculative decoding as the engine would configure it.
 
