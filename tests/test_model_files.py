@@ -172,8 +172,8 @@ def test_a_case_or_model_skipped_whole_is_named() -> None:
         result("d", "pass", "n"),
     ]
     assert wholly_skipped(cells) == [
-        "every cell of case b was skipped (2): vLLM 0.33.0 cannot derive model m's layout: why",
-        "every cell of case c was skipped (1): vLLM 0.33.0 cannot derive model m's layout: why",
+        "every cell of case b is unsupported (2): vLLM 0.33.0 cannot derive model m's layout: why",
+        "every cell of case c is unsupported (1): vLLM 0.33.0 cannot derive model m's layout: why",
     ]
     assert wholly_skipped(cells[:1]) == []
 
@@ -195,7 +195,7 @@ def test_a_run_that_skips_a_whole_case_fails_with_the_reason(inline: pytest.Pyte
     # The summary line is wrapped to the terminal's width: read it as one text.
     text = " ".join(" ".join(result.stdout.lines).split())
     assert re.search(
-        r"matrix: FAILED: every cell of case granite was skipped \(2\): vLLM \S+ cannot derive "
+        r"matrix: FAILED: every cell of case granite is unsupported \(2\): vLLM \S+ cannot derive "
         r"model granite-4.0-h-tiny's layout: the installed vLLM does not know "
         r"'GraniteMoeHybridForCausalL': did you mean 'GraniteMoeHybridForCausalLM'\?",
         text,

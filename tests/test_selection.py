@@ -107,7 +107,7 @@ def test_a_filtered_run_fails_on_skips_only_when_nothing_ran() -> None:
     skipped = replace(passing_cell("mamba_none"), observed="skip", kind="skipped", detail="why")
     assert failing_skips([ran, skipped], filtered=True) == []
     assert failing_skips([ran, skipped], filtered=False) == [
-        "every cell of case mamba_none was skipped (1): why"
+        "every cell of case mamba_none is unsupported (1): why"
     ]
     assert failing_skips([skipped], filtered=True) != []
 
@@ -120,5 +120,5 @@ def test_one_connector_runs_green_beside_a_case_it_cannot_run(adapter: Any, tmp_
     done = forked_main([*args, "-k", "mamba_none or stored_prefix"], tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     said = " ".join(done.stdout.split())
-    assert "every cell of case mamba_none_connectors was skipped (14)" in said
+    assert "every cell of case mamba_none_connectors is unsupported (14)" in said
     assert "(a filtered run: not a failure)" in said and "FAILED" not in said

@@ -13,7 +13,7 @@ from matrix.judge.runs import RunKind
 from matrix.judge.severity import PoolFailure
 from matrix.judge.tightness import over_reservation
 from matrix.judge.verdict import Verdict, expectation_met
-from matrix.outcomes import Severity
+from matrix.outcomes import UNSUPPORTED, Severity
 from matrix.run.records import PoolSteps
 
 Observed = Literal["pass", "fail", "skip"]
@@ -178,7 +178,7 @@ def wholly_skipped(cells: list[CellResult]) -> list[str]:
         if len(cases) > 1:
             groups[f"model {model}"] = [cell for cell in cells if cell.model == model]
     return [
-        f"every cell of {name} was skipped ({len(group)}): {group[0].detail}"
+        f"every cell of {name} is {UNSUPPORTED} ({len(group)}): {group[0].detail}"
         for name, group in groups.items()
         if all(cell.observed == "skip" for cell in group)
     ]

@@ -13,6 +13,7 @@ from typing import Any
 
 from matrix.case.split import place_digest
 from matrix.judge.result import CellResult, failing_skips, wholly_skipped
+from matrix.outcomes import UNSUPPORTED
 from matrix.report.drawing import draw_all
 from matrix.report.fitting import fit_prose, fit_table, fits, terminal_width
 from matrix.report.gallery import Picture, available, planned
@@ -100,7 +101,7 @@ def terminal_lines(
     if all(cell.observed == "skip" for cell in cells):
         lines += [
             "",
-            *fit_prose(f"every cell was skipped, so the run fails: {cells[0].detail}", width),
+            *fit_prose(f"every cell is {UNSUPPORTED}, so the run fails: {cells[0].detail}", width),
         ]
     left = [s.title for s in every if not (s.headline or not written)]
     if left:
