@@ -88,13 +88,19 @@ class InvalidCase(Exception):
     """A case file that does not load."""
 
 
-def skip_reason(config: pytest.Config, cell: Cell) -> str | None:
-    """Why the installed vLLM cannot run this cell (a feature it lacks), or None."""
+def skipped_for(config: pytest.Config, cell: Cell) -> CellResult | None:
+    """The cell's record when the installed vLLM cannot run it (a feature it lacks, said so
+    where the case asks for what the release does not have), or None."""
     if adapter_key not in config.stash:
         from matrix.adapters.selection import adapter_or_refusal
 
         config.stash[adapter_key] = adapter_or_refusal()
-    return config.stash[adapter_key].unsupported(cell.case.definition)
+    adapter = config.stash[adapter_key]
+    lacking = adapter.lacks(cell.case.definition)
+    if lacking:
+        return skipped_result(cell, lacking, release_lacks=True)
+    reason = adapter.unsupported(cell.case.definition)
+    return skipped_result(cell, reason) if reason else None
 
 
 class CellItem(pytest.Item):
@@ -107,8 +113,7 @@ class CellItem(pytest.Item):
     def runtest(self) -> None:
         """Runs the cell on the installed release; fails when it differs from the case."""
         try:
-            missing = skip_reason(self.config, self.cell)
-            result = skipped_result(self.cell, missing) if missing else self._result()
+            result = skipped_for(self.config, self.cell) or self._result()
         except Exception as error:  # whatever raised, the cell is a row that says so
             result = errored_result(self.cell, error)
         self.user_properties.append((CELL_PROPERTY, result.to_dict()))

@@ -8,7 +8,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from matrix.judge.result import CellResult
+from matrix.judge.result import CellResult, failing_skips, wholly_skipped
 from matrix.report.files import json_report, terminal_lines
 from matrix.report.html import html_page
 from matrix.report.info import RunInfo
@@ -50,3 +50,33 @@ def test_an_unsupported_cell_reads_so_with_its_reason_everywhere() -> None:
     assert "1 pass, 1 unsupported" in markdown
     record = json.loads(json.dumps(json_report(cells, info)))["cells"]
     assert [c["detail"] for c in record if c["observed"] == "skip"] == [WHY]
+
+
+def test_a_case_asking_for_what_the_release_lacks_is_said_not_failed() -> None:
+    """A case of a newer release's feature (0.34's in-flight load gate on 0.33) is
+    unsupported there with its reason, and the run is not failed for it; a case the release
+    could have run, every cell of it unsupported, still fails the run, and so does a run in
+    which nothing ran, whatever the reasons."""
+    ran = passing_cell()
+    gate = replace(
+        ran,
+        case="gate",
+        observed="skip",
+        kind="skipped",
+        detail="vLLM 0.33.0 has no scheduler setting max_num_inflight_kv_loads",
+        release_lacks=True,
+    )
+    broken = replace(
+        gate, case="broken", detail="cannot derive model x's layout", release_lacks=False
+    )
+    assert wholly_skipped([ran, gate]) == [
+        "every cell of case gate is unsupported (1): vLLM 0.33.0 has no scheduler setting "
+        "max_num_inflight_kv_loads"
+    ]
+    assert failing_skips([ran, gate], filtered=False) == []
+    assert failing_skips([ran, gate, broken], filtered=False) == [
+        "every cell of case broken is unsupported (1): cannot derive model x's layout"
+    ]
+    assert failing_skips([gate], filtered=False) != []  # nothing ran
+    assert CellResult.from_dict(gate.to_dict()).release_lacks
+    assert "release_lacks" not in broken.to_dict()  # reports keep their shape

@@ -222,6 +222,11 @@ class VersionAdapter(Protocol):
         """Why this release cannot run ``case`` (a feature it lacks), or None."""
         ...
 
+    def lacks(self, case: CaseFile) -> str | None:
+        """Of :meth:`unsupported`'s reasons, the one that is a feature of vLLM the case asks
+        for and this release does not have (its age, not the case's fault), or None."""
+        ...
+
     def resolve(self, case: CaseFile) -> CaseFile:
         """The case with its KV cache groups: a described model's, derived by this release."""
         ...
@@ -247,6 +252,10 @@ class Refused:
     def unsupported(self, case: CaseFile) -> str | None:
         """The reason this vLLM cannot run the matrix, whatever the case."""
         return self.reason
+
+    def lacks(self, case: CaseFile) -> str | None:
+        """None: a vLLM the matrix cannot drive fails every run, whatever the case asks."""
+        return None
 
     def resolve(self, case: CaseFile) -> CaseFile:
         """The case unchanged: without a release, no layout is derived."""

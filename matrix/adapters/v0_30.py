@@ -78,30 +78,14 @@ class Vllm030:
         """The case with its groups: a described model's, derived by this vLLM."""
         return with_layout(case)
 
-    def unsupported(self, case: CaseFile) -> str | None:
-        """Why this release cannot run ``case`` (a layout, Mamba mode, async scheduling or
-        load failure policy it lacks, a tier connector that would load nothing), or None."""
-        try:
-            groups = case_groups(case)
-        except LayoutError as error:
-            return f"vLLM {self.release} cannot derive model {case.model}'s layout: {error}"
-        modes = release_mamba_modes()
-        for group in groups:
-            if group.kind == "mamba" and group.mamba_mode not in modes:
-                return (
-                    f"vLLM {self.release} has no Mamba cache mode '{group.mamba_mode}' "
-                    f"(it has: {', '.join(modes)})"
-                )
+    def lacks(self, case: CaseFile) -> str | None:
+        """What ``case`` asks of vLLM that this release does not have (a scheduler setting,
+        a Mamba cache mode, a load-failure policy, async scheduling for its speculative
+        method), or None: its cells cannot run here because of the release's age, which is
+        no fault of the case (a run whose every cell of it is so is not failed for it)."""
         missing = missing_scheduler_settings(scheduler_settings(case))
         if missing:
             return f"vLLM {self.release} has no scheduler setting {', '.join(missing)}"
-        refusal = async_refusal(case)
-        if refusal:
-            return f"vLLM {self.release} cannot schedule this case asynchronously: {refusal}"
-        derived = case.model_copy(update={"groups": groups})
-        refused = family_of(case).unsupported(derived) or refused_when_built(derived)
-        if refused:
-            return f"{refused} (vLLM {self.release})"
         policy = case.engine.kv_load_failure_policy
         policies = release_failure_policies()
         if policy is not None and policy not in policies:
@@ -109,6 +93,37 @@ class Vllm030:
                 f"vLLM {self.release} has no kv_load_failure_policy '{policy}' "
                 f"(it has: {', '.join(policies) or 'none'})"
             )
+        try:
+            groups = case_groups(case)
+        except LayoutError:
+            return None  # unsupported() says why: not something the release lacks
+        modes = release_mamba_modes()
+        for group in groups:
+            if group.kind == "mamba" and group.mamba_mode not in modes:
+                return (
+                    f"vLLM {self.release} has no Mamba cache mode '{group.mamba_mode}' "
+                    f"(it has: {', '.join(modes)})"
+                )
+        refusal = async_refusal(case)
+        if refusal:
+            return f"vLLM {self.release} cannot schedule this case asynchronously: {refusal}"
+        return None
+
+    def unsupported(self, case: CaseFile) -> str | None:
+        """Why this release cannot run ``case`` (what it :meth:`lacks`, a layout it cannot
+        derive, a connector that refuses the case, a tier connector that would load nothing),
+        or None."""
+        try:
+            groups = case_groups(case)
+        except LayoutError as error:
+            return f"vLLM {self.release} cannot derive model {case.model}'s layout: {error}"
+        lacking = self.lacks(case)
+        if lacking:
+            return lacking
+        derived = case.model_copy(update={"groups": groups})
+        refused = family_of(case).unsupported(derived) or refused_when_built(derived)
+        if refused:
+            return f"{refused} (vLLM {self.release})"
         silent = never_loads(self.build, self.resolve(case))
         if silent:
             return f"{silent} (vLLM {self.release})"

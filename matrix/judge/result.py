@@ -58,6 +58,9 @@ class CellResult:
     # The connector a cell's loads went through, where it is not the default (NIXL).
     connector: str | None = None
     workload: bool = False  # a workload case's cell (matrix/case/workload.py): its costs tabled
+    # Skipped for a feature of vLLM the case asks for and the release does not have (its age:
+    # a scheduler setting, a Mamba mode), not for a fault of the case or the matrix.
+    release_lacks: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data (a report's cell, an xdist report property)."""
@@ -67,7 +70,7 @@ class CellResult:
             data["steps"] = [s.to_dict() for s in self.steps]
         # Cells of hand-written layouts (of NIXL, of written-out requests) keep the shape
         # reports had before models (connectors, workloads).
-        unset = {"model": None, "connector": None, "workload": False}
+        unset = {"model": None, "connector": None, "workload": False, "release_lacks": False}
         return {k: v for k, v in data.items() if k not in unset or v != unset[k]}
 
     @classmethod
@@ -119,8 +122,10 @@ def _swept(verdict: Verdict) -> tuple[int, ...]:
     return (min(pools), max(pools)) if pools else ()
 
 
-def skipped_result(cell: Cell, reason: str) -> CellResult:
-    """A cell's record when the installed release cannot run it, with the reason."""
+def skipped_result(cell: Cell, reason: str, release_lacks: bool = False) -> CellResult:
+    """A cell's record when the installed release cannot run it, with the reason; with
+    ``release_lacks``, the reason is a feature of vLLM the case asks for and the release does
+    not have yet."""
     return _record(
         cell,
         observed="skip",
@@ -128,6 +133,7 @@ def skipped_result(cell: Cell, reason: str) -> CellResult:
         detail=reason,
         as_expected=True,
         case_digest=cell.case.digest,
+        release_lacks=release_lacks,
     )
 
 
@@ -163,10 +169,8 @@ def _record(cell: Cell, **outcome: Any) -> CellResult:
     )
 
 
-def wholly_skipped(cells: list[CellResult]) -> list[str]:
-    """A line for each case, and each model run by several cases, whose every cell was
-    skipped, with the reason: a run that skips all of one tested nothing of it, which a green
-    run must not hide (a model file the installed vLLM cannot derive, a case it cannot run)."""
+def _wholly_skipped(cells: list[CellResult]) -> dict[str, list[CellResult]]:
+    """Each case, and each model run by several cases, whose every cell was skipped."""
     groups: dict[str, list[CellResult]] = {}
     for cell in cells:
         groups.setdefault(f"case {cell.case.split('[', 1)[0]}", []).append(cell)
@@ -177,18 +181,37 @@ def wholly_skipped(cells: list[CellResult]) -> list[str]:
     for model, cases in models.items():
         if len(cases) > 1:
             groups[f"model {model}"] = [cell for cell in cells if cell.model == model]
-    return [
-        f"every cell of {name} is {UNSUPPORTED} ({len(group)}): {group[0].detail}"
+    return {
+        name: group
         for name, group in groups.items()
         if all(cell.observed == "skip" for cell in group)
-    ]
+    }
+
+
+def _line(name: str, group: list[CellResult]) -> str:
+    return f"every cell of {name} is {UNSUPPORTED} ({len(group)}): {group[0].detail}"
+
+
+def wholly_skipped(cells: list[CellResult]) -> list[str]:
+    """A line for each case, and each model run by several cases, whose every cell was
+    skipped, with the reason: a run that skips all of one tested nothing of it, which a green
+    run must not hide (a model file the installed vLLM cannot derive, a case it cannot run)."""
+    return [_line(name, group) for name, group in _wholly_skipped(cells).items()]
 
 
 def failing_skips(cells: list[CellResult], filtered: bool) -> list[str]:
-    """The lines of :func:`wholly_skipped` that fail the run: all of them in a whole run; in
-    one a filter narrowed (``--connector``, ``-k``, ``-m``), whose user chose its cells, only
-    when none of them ran (a case known to be unsupported for that filter, every cell of it
-    skipped with its reason, is what the filter asked for)."""
+    """The lines of :func:`wholly_skipped` that fail the run: those of a case or model the
+    release could have run (a case asking for what an older release lacks, such as 0.34's
+    in-flight load gate on 0.33, is what that release is, said but not failed); in a run a
+    filter narrowed (``--connector``, ``-k``, ``-m``), whose user chose its cells, only when
+    none of them ran (a case known to be unsupported for that filter, every cell of it skipped
+    with its reason, is what the filter asked for)."""
     if filtered and any(cell.observed != "skip" for cell in cells):
         return []
-    return wholly_skipped(cells)
+    if not any(cell.observed != "skip" for cell in cells):
+        return wholly_skipped(cells)  # nothing ran at all: whatever the reasons, a failure
+    return [
+        _line(name, group)
+        for name, group in _wholly_skipped(cells).items()
+        if not all(cell.release_lacks for cell in group)
+    ]

@@ -135,13 +135,17 @@ def shown_in(paths: Sequence[Path], full: bool) -> list[Path]:
 def summary_lines(
     cells: Sequence[CellResult], info: RunInfo, written: Sequence[Path] = ()
 ) -> list[str]:
-    """The end of a run in the terminal (:func:`terminal_lines`), then a failing line for each
-    case or model whose every cell was skipped (such a run tested nothing of it, so it fails;
-    in a filtered run where other cells ran, a line that says so, not a failure)."""
+    """The end of a run in the terminal (:func:`terminal_lines`), then a line for each case or
+    model whose every cell was skipped: failing where such a run tested nothing of it; not a
+    failure, and saying why, where the case asks for what the release lacks or a filter chose
+    the cells (``failing_skips``)."""
     width = terminal_width()
     failing = failing_skips(list(cells), bool(info.selection))
+    why_not = "a filtered run" if info.selection else "what the release lacks"
     said = [
-        f"matrix: FAILED: {line}" if failing else f"matrix: {line} (a filtered run: not a failure)"
+        f"matrix: FAILED: {line}"
+        if line in failing
+        else f"matrix: {line} ({why_not}: not a failure)"
         for line in wholly_skipped(list(cells))
     ]
     lines = terminal_lines(cells, info, width, written)
