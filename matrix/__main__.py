@@ -1,6 +1,6 @@
 """Command line: ``python -m matrix COMMAND``: run, connectors, merge, validate,
 record-expectations, crossversion, schema, bench, show-layout, sweep, explore, live, upstream,
-bisect, finding, releases."""
+bisect, finding, releases, mutate."""
 
 from __future__ import annotations
 
@@ -211,7 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     releases.add_arguments(
         commands.add_parser("releases", help="vLLM's releases on the index; add one, probe it")
     )
+    from matrix.mutate import command as mutate
+
+    mutate.add_arguments(
+        commands.add_parser("mutate", help="mutation analysis of vLLM's reservation code")
+    )
     options = parser.parse_args(argv)
+    if options.command == "mutate":
+        return mutate.main(options)
     if options.command == "bisect":
         return bisect.main(options)
     if options.command == "finding":
