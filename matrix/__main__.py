@@ -48,6 +48,11 @@ def _explore_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
         help="search a finding's deployment consequence: 2-4 requests of its shape (deadlocks)",
     )
     explore.add_argument(
+        "--mutant",
+        metavar="ID",
+        help="scenarios whose verdict this mutant changes (python -m matrix mutate --list)",
+    )
+    explore.add_argument(
         "--tightness",
         action="store_true",
         help="also scan each scenario's over-reservation (pools above its fit; slower)",
@@ -66,9 +71,19 @@ def _explore(options: argparse.Namespace) -> int:
     from matrix.explore import search
     from matrix.installed import installed_vllm_version
 
+    if options.mutant is not None:  # checked before the search starts
+        from matrix.explore.mutant import UnknownMutant, check_mutant
+
+        try:
+            check_mutant(options.mutant)
+        except UnknownMutant as error:
+            print(f"matrix explore --mutant: {error}", file=sys.stderr)
+            return 2
+
     database = None
     if not options.no_database:
-        database = options.database / f"vllm-{installed_vllm_version()}" / "+".join(variants)
+        searched = f"mutant-{options.mutant}" if options.mutant else "+".join(variants)
+        database = options.database / f"vllm-{installed_vllm_version()}" / searched
     budget = options.budget
     if budget is None and options.max_examples is None:
         budget = 60.0
@@ -85,6 +100,7 @@ def _explore(options: argparse.Namespace) -> int:
             options.tightness,
             options.deployable,
             options.escalate,
+            options.mutant,
         )
     )
 

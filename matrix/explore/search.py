@@ -58,6 +58,8 @@ class Options:
     deployable: bool = False
     # A finding whose deployment consequence to search (matrix/explore/escalation.py).
     escalate: Path | None = None
+    # A mutant of the reservation surface: scenarios whose verdict it changes (mutant.py).
+    mutant: str | None = None
 
     def examples_for(self, job: int) -> int | None:
         """The examples ``job`` draws: its share of ``max_examples``, or None when unbounded."""
@@ -161,6 +163,9 @@ class Search:
                 self.progress(self.job, self.scenarios, len(known) + len(found))
             options = self.options
             deployable = options.deployable or options.escalate is not None
+            if options.mutant is not None:
+                self.check_mutant(draw, options.mutant, known, found)
+                return
             for variant in options.variants:
                 result = trial(
                     self.adapter, draw, variant, options.fit_slack, options.tightness, deployable
@@ -186,6 +191,20 @@ class Search:
             if other is not None:
                 raise other from None
         self.found.update(found)
+
+    def check_mutant(
+        self, draw: Draw, mutant: str, known: set[Key], found: dict[Key, Trial]
+    ) -> None:
+        """A scenario whose verdict the mutant changes is a finding (``explore --mutant``)."""
+        from matrix.explore.mutant import difference
+
+        options = self.options
+        result = difference(self.adapter, draw, mutant, options.fit_slack, options.deployable)
+        if result is None:
+            reject()
+        if result.failed and result.key not in known:
+            found[result.key] = result
+            raise failure_type(result.key)(result.detail)
 
 
 def run_job(options: Options, job: int, queue: Any) -> JobResult:

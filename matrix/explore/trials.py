@@ -83,7 +83,7 @@ def trial(
     if adapter.unsupported(case):
         return None
     try:
-        fit = _fit(adapter, case)
+        fit = measured_fit(adapter, case)
     except Exception as error:  # run_cell fails the cell the same way
         written = draw.case_data(0) | {"fit_slack": data["fit_slack"]}
         detail = f"{type(error).__name__}: {error}"
@@ -129,7 +129,7 @@ def validated(data: dict[str, Any]) -> CaseFile:
     return CaseFile.model_validate(data)
 
 
-def _fit(adapter: VersionAdapter, case: CaseFile) -> int:
+def measured_fit(adapter: VersionAdapter, case: CaseFile) -> int:
     """The case's fit, measured per request so each request alone is measured once."""
     alone = (case.model_copy(update={"requests": [r]}) for r in case.requests)
     return max(measure_fit(adapter, one).blocks for one in alone)

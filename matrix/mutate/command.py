@@ -55,6 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--equivalent", type=Path, help="default: matrix/mutate/equivalent/vllm-<version>.yaml"
     )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="SHARD",
+        help="merge these shard reports (mutate-vllm-X-shard-K-of-N.json) into one; no vLLM",
+    )
 
 
 def _selected(mutants: list[Mutant], options: argparse.Namespace) -> list[Mutant]:
@@ -146,9 +153,26 @@ def _info(run: dict[str, Any]) -> SuiteInfo:
     return SuiteInfo(len(items), failing, run["cpu"], run["wall"], run["baseline_cpu"])
 
 
+def _merge(paths: list[Path], out: Path) -> int:
+    from matrix.mutate.merge import MergeError, merged
+    from matrix.report.mutation import contradicted, report_lines, write_report
+
+    try:
+        report = merged(paths)
+    except (MergeError, CaseFileError) as error:
+        print(f"matrix mutate --merge: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(report_lines(report, terminal=True)))
+    written = write_report(report, out)
+    print(f"matrix mutate: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    return 1 if contradicted(report) else 0
+
+
 def main(options: argparse.Namespace) -> int:
     """Runs the mutants; 0 when every suite ran them, 1 when a claimed-equivalent mutant was
     killed (the claim is wrong), 2 when nothing could run."""
+    if options.merge:
+        return _merge(options.merge, options.out)
     from matrix.installed import installed_vllm_version
     from matrix.mutate.branches import branch_coverage
     from matrix.mutate.equivalent import equivalence_path, load_claims

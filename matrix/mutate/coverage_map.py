@@ -12,16 +12,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from matrix.mutate.child import cpu_seconds
 
 FORMAT = 4  # of the cached file; a change makes every cache miss
+# An item that runs this long under stock (CPU seconds) is cut short and left out: no mutant
+# can be judged against it within any budget.
+ITEM_BOUND_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,14 @@ class Baseline:
             tuple(data["modules"]),
             {file: tuple(lines) for file, lines in data["warm_lines"].items()},
         )
+
+
+class ItemPastBound(Exception):
+    """An item ran past :data:`ITEM_BOUND_S` of CPU under stock."""
+
+
+def _past_bound(signum: int, frame: FrameType | None) -> None:
+    raise ItemPastBound(f"past {ITEM_BOUND_S:.0f} CPU-s under stock")
 
 
 def cache_key(*parts: str) -> str:
@@ -141,6 +154,7 @@ def _measured(
     cpu: list[float] = []
     imported = set(sys.modules)
     tracer.start()
+    signal.signal(signal.SIGPROF, _past_bound)
     try:
         tracer.switch_context("warm")
         warm()
@@ -148,7 +162,12 @@ def _measured(
             tracer.switch_context(str(index))
             before = cpu_seconds()
             following = index + 1 if index + 1 < len(items) else None
-            passed.append(run_item(index, following))
+            signal.setitimer(signal.ITIMER_PROF, ITEM_BOUND_S)
+            try:
+                passed.append(run_item(index, following))
+            except ItemPastBound:  # raised outside the test's own handling: it does not pass
+                passed.append(False)
+            signal.setitimer(signal.ITIMER_PROF, 0)
             cpu.append(cpu_seconds() - before)
     finally:
         tracer.stop()
