@@ -17,12 +17,12 @@ import pytest
 
 from matrix.case.reading import CaseFileError
 from matrix.mutate.child import Bounds
-from matrix.mutate.equivalent import load_claims
 from matrix.mutate.forks import Job, Outcome, run_jobs
 from matrix.mutate.generate import mutants_of, mutations
 from matrix.mutate.install import install
 from matrix.mutate.results import Ending, MutantRow, MutationReport, SuiteInfo, score
 from matrix.mutate.surface import Region, Target, surface_for
+from matrix.mutate.triage import load_triage
 from matrix.report.mutation import report_lines, survivors
 
 SOURCE = textwrap.dedent(
@@ -236,15 +236,32 @@ def test_an_equivalence_claim_names_a_mutant_of_this_release(tmp_path: Path) -> 
         f"  - mutant: {found[0].id}\n    diff: {json.dumps(found[0].diff)}\n"
         "    reason: the function is never reached with these values\n"
     )
-    assert load_claims(claim, found) == {
+    assert load_triage(claim, found).equivalent == {
         found[0].id: "the function is never reached with these values"
     }
     claim.write_text(claim.read_text().replace(found[0].id, "Pool.need:99:negate"))
     with pytest.raises(CaseFileError, match=r"vllm-x.yaml:3: equivalent.0.mutant: no such mutant"):
-        load_claims(claim, found)
+        load_triage(claim, found)
 
 
 def test_each_release_from_0_33_has_a_surface() -> None:
     assert surface_for("0.31.0") == ()
     assert len(surface_for("0.33.0")) < len(surface_for("0.34.0"))
     assert surface_for("0.35.0") == surface_for("0.34.0")
+
+
+def test_a_gap_names_survivors_of_this_release_once(tmp_path: Path) -> None:
+    found = mutants_of(TARGET, SOURCE)
+    triage = tmp_path / "vllm-x.yaml"
+    triage.write_text(
+        "release: x\ngaps:\n"
+        "  - behaviour: a pool where only the sum's last term matters\n"
+        "    needs: a case whose pool sits one block above the fit\n"
+        f"    mutants: [{found[1].id}, {found[2].id}]\n"
+    )
+    gaps = load_triage(triage, found).gaps
+    assert set(gaps) == {found[1].id, found[2].id}
+    assert gaps[found[1].id].startswith("a pool where only")
+    triage.write_text(triage.read_text().replace(found[2].id, found[1].id))
+    with pytest.raises(CaseFileError, match=r"vllm-x.yaml:5: gaps.0.mutants.1: triaged twice"):
+        load_triage(triage, found)

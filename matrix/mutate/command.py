@@ -25,6 +25,7 @@ from matrix.mutate.surface import surface_for
 
 if TYPE_CHECKING:  # pytest and pydantic load when the command runs, not with the parser
     from matrix.mutate.loop import Plan
+    from matrix.mutate.triage import Triage
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,12 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="case files or folders (default: the shipped cases)",
     )
     parser.add_argument(
-        "--tier", default="all", choices=("quick", "core", "all"), help="vLLM's tests' tier"
+        "--tier", default="quick", choices=("quick", "core", "all"), help="vLLM's tests' tier"
     )
     parser.add_argument("--fresh", action="store_true", help="measure coverage again")
     parser.add_argument("--out", type=Path, default=Path("reports"))
     parser.add_argument(
-        "--equivalent", type=Path, help="default: matrix/mutate/equivalent/vllm-<version>.yaml"
+        "--triage", type=Path, help="default: matrix/mutate/triage/vllm-<version>.yaml"
     )
     parser.add_argument(
         "--merge",
@@ -127,7 +128,7 @@ def _run_suite(
 
 
 def _rows(
-    mutants: list[Mutant], claims: dict[str, str], runs: dict[str, dict[str, Any]]
+    mutants: list[Mutant], triage: Triage, runs: dict[str, dict[str, Any]]
 ) -> tuple[MutantRow, ...]:
     endings: dict[str, dict[str, Ending]] = {m.id: {} for m in mutants}
     for suite, run in runs.items():
@@ -143,7 +144,15 @@ def _rows(
                 outcome["detail"],
             )
     return tuple(
-        MutantRow(m.id, m.function, m.diff, claims.get(m.id, ""), endings[m.id]) for m in mutants
+        MutantRow(
+            m.id,
+            m.function,
+            m.diff,
+            triage.equivalent.get(m.id, ""),
+            endings[m.id],
+            triage.gaps.get(m.id, ""),
+        )
+        for m in mutants
     )
 
 
@@ -175,7 +184,7 @@ def main(options: argparse.Namespace) -> int:
         return _merge(options.merge, options.out)
     from matrix.installed import installed_vllm_version
     from matrix.mutate.branches import branch_coverage
-    from matrix.mutate.equivalent import equivalence_path, load_claims
+    from matrix.mutate.triage import load_triage, triage_path
     from matrix.report.mutation import contradicted, report_lines, write_report
 
     version = installed_vllm_version()
@@ -186,7 +195,7 @@ def main(options: argparse.Namespace) -> int:
         targets = surface_for(version)
         everything, missing = surface_mutants(targets, vllm_root())
         mutants = _selected(everything, options)
-        claims = load_claims(options.equivalent or equivalence_path(version), everything)
+        triage = load_triage(options.triage or triage_path(version), everything)
         if options.list:
             for mutant in mutants:
                 print(f"{mutant.id}\t{mutant.diff}")
@@ -202,7 +211,7 @@ def main(options: argparse.Namespace) -> int:
     }
     report = MutationReport(
         version,
-        _rows(mutants, claims, runs),
+        _rows(mutants, triage, runs),
         {s: _info(r) for s, r in runs.items()},
         branch_coverage(targets, vllm_root(), arcs),
         tuple(missing),

@@ -182,7 +182,8 @@ def mutations(target: Target, source: str) -> list[Mutation]:
     seen: set[str] = set()
     found: list[Mutation] = []
     counts: dict[tuple[int, str], int] = {}
-    for path, node, name, replacement in _changes(function, allowed, target.region is None):
+    whole = target.region is None or not target.region.anchor
+    for path, node, name, replacement in _changes(function, allowed, whole):
         if ast.unparse(node) == ast.unparse(replacement):
             continue
         key = _changed_statement(function, path, replacement)

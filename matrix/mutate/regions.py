@@ -109,9 +109,13 @@ def _collect(statements: list[ast.stmt], region: Region | None, into: set[int]) 
             continue
         if region is not None and names_in(stmt, headers_only=True) & set(region.other_features):
             continue
-        into.add(id(stmt))
+        inner: set[int] = set()
         for nested in blocks(stmt):
-            _collect(nested, region, into)
+            _collect(nested, region, inner)
+        if blocks(stmt) and not inner:
+            continue  # a test whose every branch is another feature's decides nothing here
+        into.add(id(stmt))
+        into.update(inner)
 
 
 class RegionNotFound(Exception):
@@ -121,8 +125,8 @@ class RegionNotFound(Exception):
 def mutable_statements(function: ast.FunctionDef, region: Region | None) -> set[int]:
     """The ``id`` of every statement of ``function`` that may be mutated."""
     allowed: set[int] = set()
-    if region is None:
-        _collect(function.body, None, allowed)
+    if region is None or not region.anchor:
+        _collect(function.body, region, allowed)
         return allowed
     enclosing = _enclosing(function, region)
     if region.take == "branch":

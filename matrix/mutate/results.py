@@ -42,6 +42,7 @@ class MutantRow:
     diff: str
     equivalent: str = ""  # the reviewed reason; empty for a mutant that counts
     endings: Mapping[str, Ending] = field(default_factory=dict)
+    gap: str = ""  # the behaviour no case checks yet, when triaged as a survivor
 
     def killed_by(self, suite: str) -> bool:
         """Whether ``suite`` killed it."""
@@ -151,6 +152,7 @@ class MutationReport:
                     "diff": r.diff,
                     "equivalent": r.equivalent,
                     "endings": {s: asdict(e) for s, e in r.endings.items()},
+                    "gap": r.gap,
                 }
                 for r in self.rows
             ],
@@ -167,6 +169,7 @@ class MutationReport:
                 m["diff"],
                 m["equivalent"],
                 {s: Ending(**e) for s, e in m["endings"].items()},
+                m["gap"],
             )
             for m in data["mutants"]
         )

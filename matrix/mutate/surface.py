@@ -37,7 +37,8 @@ OTHER_BLOCKS = ("request_token_budget",)
 class Region:
     """The part of a function mutated: the innermost ``enclosing`` statement (``If`` or
     ``While``) around the first use of ``anchor`` (a name or attribute), its ``body`` alone or
-    its ``branch`` (test and body, not its ``else``), less other features' statements."""
+    its ``branch`` (test and body, not its ``else``), less other features' statements; with no
+    ``anchor``, the whole function less those."""
 
     anchor: str
     enclosing: str = "If"
@@ -47,6 +48,8 @@ class Region:
 
     def describe(self) -> str:
         """In words, for the report."""
+        if not self.anchor:
+            return "the whole function, less other features"
         part = "body" if self.take == "body" else "test and body"
         return f"the {part} of the {self.enclosing} around `{self.anchor}`"
 
@@ -76,18 +79,28 @@ ADMISSION = Region("_handle_blocked_waiting_request")
 # Only the branch that promotes a finished load; the others wait for grammars and streams.
 PROMOTION = Region("WAITING_FOR_REMOTE_KVS", take="branch")
 
-SHARED = (
-    Target(f"{SCHEDULER}.schedule", ADMISSION),
-    Target(f"{SCHEDULER}._request_remaining_blocks"),
-    Target(f"{SCHEDULER}._inflight_prefill_reserved_blocks"),
-    Target(f"{SCHEDULER}._update_waiting_for_remote_kv"),
-    Target(f"{SCHEDULER}._handle_blocked_waiting_request", PROMOTION),
-    Target(f"{SCHEDULER}._update_from_kv_xfer_finished"),
-    Target("vllm.v1.core.kv_cache_manager:KVCacheManager.allocate_slots"),
-    Target("vllm.v1.core.kv_cache_coordinator:KVCacheCoordinator.get_num_blocks_to_allocate"),
-    Target(f"{MANAGERS}:SingleTypeKVCacheManager.get_num_blocks_to_allocate"),
-    Target(f"{MANAGERS}:MambaManager.get_num_blocks_to_allocate"),
-)
+# 0.33 counts its async loads by stage for its statistics alone (SchedulerStats'
+# num_kv_fetch_reqs_by_stage); 0.34 admits loads by those counts (_admits_inflight_kv_load).
+STATISTICS_033 = ("_set_kv_fetch_stage",)
+
+
+def _shared(statistics: tuple[str, ...]) -> tuple[Target, ...]:
+    admission = Region(ADMISSION.anchor, other_features=OTHER_FEATURES + statistics)
+    whole = Region("", other_features=statistics) if statistics else None
+    return (
+        Target(f"{SCHEDULER}.schedule", admission),
+        Target(f"{SCHEDULER}._request_remaining_blocks"),
+        Target(f"{SCHEDULER}._inflight_prefill_reserved_blocks"),
+        Target(f"{SCHEDULER}._update_waiting_for_remote_kv"),
+        Target(f"{SCHEDULER}._handle_blocked_waiting_request", PROMOTION),
+        Target(f"{SCHEDULER}._update_from_kv_xfer_finished", whole),
+        Target("vllm.v1.core.kv_cache_manager:KVCacheManager.allocate_slots"),
+        Target("vllm.v1.core.kv_cache_coordinator:KVCacheCoordinator.get_num_blocks_to_allocate"),
+        Target(f"{MANAGERS}:SingleTypeKVCacheManager.get_num_blocks_to_allocate"),
+        Target(f"{MANAGERS}:MambaManager.get_num_blocks_to_allocate"),
+    )
+
+
 # 0.34's parked loads (their reservations cached), its in-flight load limit and its queue
 # of requests that may load asynchronously.
 PARKED_LOADS = (
@@ -99,8 +112,8 @@ PARKED_LOADS = (
 )
 
 SURFACES: dict[str, tuple[Target, ...]] = {
-    "0.33": SHARED,
-    "0.34": (*SHARED, *PARKED_LOADS),
+    "0.33": _shared(STATISTICS_033),
+    "0.34": (*_shared(()), *PARKED_LOADS),
 }
 
 

@@ -96,12 +96,13 @@ def survivor_lines(report: MutationReport) -> list[str]:
     left = survivors(report)
     if not left:
         return ["Every counted mutant was killed by the matrix."]
-    lines = [f"{len(left)} mutants survive the matrix:", ""]
-    lines += ["| mutant | diff | matrix | vLLM's tests |", "|---|---|---|---|"]
+    untriaged = sum(1 for row in left if not row.gap)
+    lines = [f"{len(left)} mutants survive the matrix ({untriaged} not triaged):", ""]
+    lines += ["| mutant | diff | matrix | vLLM's tests | gap |", "|---|---|---|---|---|"]
     for row in left:
         lines.append(
             f"| `{row.id}` | `{_cell(row.diff)}` | {_ending(row, 'matrix')} | "
-            f"{_ending(row, 'upstream')} |"
+            f"{_ending(row, 'upstream')} | {_cell(row.gap) if row.gap else 'not triaged'} |"
         )
     return lines
 
