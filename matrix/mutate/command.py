@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cases",
         type=Path,
         action="append",
-        help="case files or folders (default: the shipped cases)",
+        help="case files or folders (default: every suite's: cases/, connector_cases/, "
+        "adequacy_cases/ where present)",
     )
     parser.add_argument(
         "--tier", default="quick", choices=("quick", "core", "all"), help="vLLM's tests' tier"
@@ -81,11 +82,19 @@ def _selected(mutants: list[Mutant], options: argparse.Namespace) -> list[Mutant
     return chosen
 
 
+def case_folders() -> list[Path]:
+    """The matrix's case folders whose stock cells make the suite: the shipped cases, the
+    connector cases and the adequacy cases (a checkout's; the wheel ships the first alone)."""
+    beside = shipped_cases().parent
+    folders = [shipped_cases(), beside / "connector_cases", beside / "adequacy_cases"]
+    return [folder for folder in folders if folder.is_dir()]
+
+
 def _session(suite: str, plan: Plan, options: argparse.Namespace, version: str) -> int:
     """Runs one suite's pytest session with the plan; its exit code."""
     loop = ["-p", "matrix.mutate.loop", "--mutate-plan", plan.out + ".plan"]
     if suite == "matrix":
-        cases = [str(p) for p in (options.cases or [shipped_cases()])]
+        cases = [str(p) for p in (options.cases or case_folders())]
         command = [sys.executable, "-m", "pytest", *cases, "-m", "stock", "-q"]
         command += ["-p", "no:cacheprovider", *loop]
         env = {**os.environ, "MATRIX_PICTURES": "off"}

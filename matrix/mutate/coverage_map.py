@@ -9,6 +9,7 @@ not pass there cannot kill) and its CPU time (cheap items run first).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -21,7 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from matrix.mutate.child import cpu_seconds
+from matrix.mutate.child import cpu_seconds, keep_frozen
 
 FORMAT = 4  # of the cached file; a change makes every cache miss
 # An item that runs this long under stock (CPU seconds) is cut short and left out: no mutant
@@ -125,15 +126,21 @@ def measure(
     each surface file's relative name to where it is installed."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "baseline.json"
+        # As for the mutants' children: a collection (vLLM's tests run one after each test)
+        # then walks the child's own objects, not the whole imported vLLM and torch.
+        gc.collect()
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
+                keep_frozen()
                 store(out, _measured(items, files, run_item, warm))
                 code = 0
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
+        gc.unfreeze()
         baseline = load_cached(out)
         if baseline is None:
             raise RuntimeError(f"the baseline run ended with {os.waitstatus_to_exitcode(status)}")

@@ -217,10 +217,15 @@ def _run_mutants(
     def order(job: Job) -> list[int]:
         return sorted(job.covering, key=lambda i: (-kills[i], baseline.cpu[i], i))
 
+    partial = Path(plan.out + ".partial")
+    partial.write_text("", encoding="utf-8")
+
     def done(outcome: Outcome) -> None:
         if outcome.killer is not None:
             kills[outcome.killer] += 1
         outcomes.append(outcome)
+        with partial.open("a", encoding="utf-8") as stream:  # read while the run goes on
+            stream.write(json.dumps(asdict(outcome)) + "\n")
         sys.stderr.write(LETTERS[outcome.status])
         if len(outcomes) % 80 == 0:
             sys.stderr.write(f" {len(outcomes)}/{len(plan.mutants)}\n")
