@@ -70,9 +70,15 @@ def coverage_table(report: MutationReport) -> list[str]:
     return lines
 
 
+def judged_suite(report: MutationReport) -> str:
+    """Whose survivors the report lists: the matrix's, or the one suite that ran."""
+    return "matrix" if "matrix" in report.suites else next(iter(report.suites), "matrix")
+
+
 def survivors(report: MutationReport) -> list[MutantRow]:
-    """The mutants the matrix did not kill and nobody claims equivalent."""
-    return [r for r in report.rows if not r.equivalent and not r.killed_by("matrix")]
+    """The mutants the judged suite did not kill and nobody claims equivalent."""
+    suite = judged_suite(report)
+    return [r for r in report.rows if not r.equivalent and not r.killed_by(suite)]
 
 
 def contradicted(report: MutationReport) -> list[MutantRow]:
@@ -92,12 +98,13 @@ def _ending(row: MutantRow, suite: str) -> str:
 
 
 def survivor_lines(report: MutationReport) -> list[str]:
-    """The matrix's survivors: id, diff, what vLLM's tests did with it."""
+    """The survivors: id, diff, what each suite did with it, its gap."""
     left = survivors(report)
     if not left:
-        return ["Every counted mutant was killed by the matrix."]
+        return [f"Every counted mutant was killed by {SUITE_WORDS[judged_suite(report)]}."]
     untriaged = sum(1 for row in left if not row.gap)
-    lines = [f"{len(left)} mutants survive the matrix ({untriaged} not triaged):", ""]
+    whose = SUITE_WORDS[judged_suite(report)]
+    lines = [f"{len(left)} mutants survive {whose} ({untriaged} not triaged):", ""]
     lines += ["| mutant | diff | matrix | vLLM's tests | gap |", "|---|---|---|---|---|"]
     for row in left:
         lines.append(
