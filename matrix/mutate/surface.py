@@ -26,7 +26,7 @@ OTHER_FEATURES = (
     *("record_prefix_cache_stats", "pad_spec_decode", "scheduled_spec_decode_tokens"),
     *("num_stale_output_tokens", "drafts_needed", "prefill_admitted", "resumable"),
     *("cache_aware_window", "prefill_capacity_bound", "logger"),
-    *("connector_prefix_cache_queries", "connector_prefix_cache_hits"),
+    *("connector_prefix_cache_queries", "connector_prefix_cache_hits", "ec_computed_tokens"),
 )
 # A block that assigns one of these is the local prefill's chunking, not an admission: the
 # whole block is left out.

@@ -155,6 +155,12 @@ def report_lines(report: MutationReport, terminal: bool = False) -> list[str]:
     wrong = contradicted(report)
     if wrong:
         lines += [f"Claimed equivalent but killed: {', '.join(r.id for r in wrong)}", ""]
+    closed = [r.id for r in report.rows if r.gap and r.killed_by(judged_suite(report))]
+    if closed:
+        lines += [
+            f"In a gap of the triage file but killed now (drop them from it): {', '.join(closed)}",
+            "",
+        ]
     if not terminal:
         lines += ["<details><summary>The kill matrix</summary>", "", *kill_matrix(report)]
         lines += ["", "</details>", ""]
