@@ -46,8 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cases",
         type=Path,
         action="append",
-        help="case files or folders (default: every suite's: cases/, connector_cases/, "
-        "adequacy_cases/ where present)",
+        help="case files or folders (default: cases/ and, where present, adequacy_cases/)",
     )
     parser.add_argument(
         "--tier", default="quick", choices=("quick", "core", "all"), help="vLLM's tests' tier"
@@ -83,10 +82,12 @@ def _selected(mutants: list[Mutant], options: argparse.Namespace) -> list[Mutant
 
 
 def case_folders() -> list[Path]:
-    """The matrix's case folders whose stock cells make the suite: the shipped cases, the
-    connector cases and the adequacy cases (a checkout's; the wheel ships the first alone)."""
-    beside = shipped_cases().parent
-    folders = [shipped_cases(), beside / "connector_cases", beside / "adequacy_cases"]
+    """The matrix's case folders whose stock cells make the suite: the main job's (the shipped
+    cases) and the adequacy cases written for what they missed (a checkout's). The connector
+    cases (`--cases connector_cases`) add 360 stock cells that reach the admission path, each
+    run by every mutant that survives there: 37 CPU-s a survivor of schedule's lookup on 0.33,
+    against 1-3 without them."""
+    folders = [shipped_cases(), shipped_cases().parent / "adequacy_cases"]
     return [folder for folder in folders if folder.is_dir()]
 
 
