@@ -14,7 +14,8 @@ import json
 import os
 import re
 import signal
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from types import FrameType
 from typing import Any
 
@@ -77,20 +78,11 @@ def verdict(adapter: VersionAdapter, data: dict[str, Any]) -> Verdict:
     return judged.observed == "fail", judged.kind, judged.detail
 
 
-def _forget_scheduler_runs() -> None:
-    """Drops what this process learnt by running schedulers (each case's fit, whether a tier
-    connector loads): under the mutant they are measured again, as a cell's fresh process
-    would. What no scheduler computes (layouts, configurations) stays."""
-    from matrix.adapters.connectors import tier
-    from matrix.run import fit
-
-    fit._fits.clear()
-    tier._found.clear()
-
-
-def mutated_verdict(adapter: VersionAdapter, data: dict[str, Any], mutant: str) -> Verdict:
-    """:func:`verdict` with the mutant installed, in a forked child; a child past its CPU
-    bound is a hang."""
+def in_child(work: Callable[[], Any], bound: float = CPU_BOUND_S) -> Any:
+    """``work()``'s JSON result, computed in a forked child: this process runs no scheduler for
+    it, so nothing it learns (a case's fit, a tier's contents) outlives it, and a mutant it
+    installs dies with it. A child past ``bound`` CPU-s raises :class:`ChildHung`; one that
+    raised, :class:`ChildFailed` with its error."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -101,13 +93,10 @@ def mutated_verdict(adapter: VersionAdapter, data: dict[str, Any], mutant: str) 
                 os._exit(HANG)
 
             signal.signal(signal.SIGPROF, hang)
-            signal.setitimer(signal.ITIMER_PROF, CPU_BOUND_S)
-            _install(mutant)
-            _forget_scheduler_runs()
-            os.write(write, json.dumps(verdict(adapter, data)).encode())
+            signal.setitimer(signal.ITIMER_PROF, bound)
+            os.write(write, json.dumps({"result": work()}).encode())
         except BaseException as error:
-            raised = [True, "error", f"{type(error).__name__}: {error}"]
-            os.write(write, json.dumps(raised).encode())
+            os.write(write, json.dumps({"error": f"{type(error).__name__}: {error}"}).encode())
         finally:
             os._exit(0)
     os.close(write)
@@ -117,10 +106,37 @@ def mutated_verdict(adapter: VersionAdapter, data: dict[str, Any], mutant: str) 
     os.close(read)
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) == HANG:
-        return True, "hang", f"past {CPU_BOUND_S:.0f} CPU-s"
+        raise ChildHung(f"past {bound:.0f} CPU-s")
     if not chunks:
-        return True, "error", "the child died"
-    failed, kind, detail = json.loads(b"".join(chunks))
+        raise ChildFailed(f"the child ended with {os.waitstatus_to_exitcode(status)}")
+    answer = json.loads(b"".join(chunks))
+    if "error" in answer:
+        raise ChildFailed(answer["error"])
+    return answer["result"]
+
+
+class ChildHung(Exception):
+    """A child ran past its CPU bound."""
+
+
+class ChildFailed(Exception):
+    """A child raised, or died, before its answer."""
+
+
+def mutated_verdict(adapter: VersionAdapter, data: dict[str, Any], mutant: str) -> Verdict:
+    """:func:`verdict` with the mutant installed, in a forked child; a child past its CPU
+    bound is a hang, one that raised an error."""
+
+    def work() -> Verdict:
+        _install(mutant)
+        return verdict(adapter, data)
+
+    try:
+        failed, kind, detail = in_child(work)
+    except ChildHung as hung:
+        return True, "hang", str(hung)
+    except ChildFailed as error:
+        return True, "error", str(error)
     return bool(failed), str(kind), str(detail)
 
 
@@ -129,10 +145,18 @@ def difference(
 ) -> Trial | None:
     """The scenario as a finding when the mutant changes its verdict (``failed`` True), or
     as it is under stock (``failed`` False); None when the release cannot run it."""
-    stock = trial(adapter, draw, "stock", slack, False, deployable)
-    if stock is None:
+
+    def under_stock() -> tuple[dict[str, Any], Verdict] | None:
+        drawn = trial(adapter, draw, "stock", slack, False, deployable)
+        return None if drawn is None else (asdict(drawn), verdict(adapter, drawn.data))
+
+    try:
+        found = in_child(under_stock)
+    except (ChildHung, ChildFailed):  # a scenario stock cannot run says nothing of the mutant
         return None
-    before = verdict(adapter, stock.data)
+    if found is None:
+        return None
+    stock, before = Trial(**found[0]), tuple(found[1])
     after = mutated_verdict(adapter, stock.data, mutant)
     if after[:2] == before[:2]:
         return replace(stock, failed=False)
