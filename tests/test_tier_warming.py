@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from matrix.case.expansion import cells_from_file
+from matrix.installed import installed_release
 from matrix.judge.result import result_of
 from matrix.judge.runs import RunOutcome
 from matrix.judge.severity import pool_failures
@@ -46,12 +47,14 @@ def test_a_pool_whose_warming_request_cannot_run_is_not_blamed_on_the_reservatio
             12: "tier_unfilled",
             13: "finished",
         }
-        assert verdict.observed == "pass" and verdict.fit == 11 and verdict.severity is None
+        # 0.30 and 0.31 load 48 tokens there (their EAGLE hit drops a block), then compute 32.
+        fit, hit = (12, 48) if installed_release() in ("0.30", "0.31") else (11, 64)
+        assert verdict.observed == "pass" and verdict.fit == fit and verdict.severity is None
         assert "not run at 10-12, the tier not filled" in verdict.detail
         unfilled = next(o.diagnosis for o in verdict.outcomes if o.pool == 11)
         assert unfilled == (
             "tier not filled: the request that puts a's first 80 tokens in the tier cannot run "
-            "to its end in 11 blocks: a's lookup finds 0 of its 64 tokens"
+            f"to its end in 11 blocks: a's lookup finds 0 of its {hit} tokens"
         )
         assert result_of(cell, verdict).over_reservation == 0
 

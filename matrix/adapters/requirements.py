@@ -52,6 +52,20 @@ def missing_scheduler_settings(names: Iterable[str]) -> list[str]:
     return [name for name in names if name not in SchedulerConfig.__dataclass_fields__]
 
 
+def missing_connector_options(connector: str, options: Iterable[str]) -> list[str]:
+    """Those of ``options`` (set for ``connector``) that the installed release's connector does
+    not read: OffloadingConnector's ``sync_load_budget_bytes`` came with 0.33; an option it
+    ignored would make the cell test a case other than the one written."""
+    if connector != "offloading" or "sync_load_budget_bytes" not in options:
+        return []
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading import scheduler
+
+    config = getattr(scheduler, "SchedulerOffloadConfig", None)
+    if config is not None and "sync_load_budget_bytes" in config._fields:
+        return []
+    return ["sync_load_budget_bytes"]
+
+
 def release_mamba_modes() -> tuple[str, ...]:
     """The Mamba cache modes the installed release knows."""
     field = CacheConfig.__dataclass_fields__["mamba_cache_mode"]

@@ -21,6 +21,7 @@ from matrix.adapters.requirements import (
     INDEXED_RUNNER_OUTPUT,
     SHARED_REQUIREMENTS,
     Requirement,
+    missing_connector_options,
     missing_scheduler_settings,
     release_failure_policies,
     release_mamba_modes,
@@ -86,6 +87,10 @@ class Vllm030:
         missing = missing_scheduler_settings(scheduler_settings(case))
         if missing:
             return f"vLLM {self.release} has no scheduler setting {', '.join(missing)}"
+        options = case.connector_options.model_dump(exclude_none=True)
+        unread = missing_connector_options(case.connector, options)
+        if unread:
+            return f"vLLM {self.release}'s {case.connector} connector has no option {', '.join(unread)}"
         policy = case.engine.kv_load_failure_policy
         policies = release_failure_policies()
         if policy is not None and policy not in policies:
