@@ -90,7 +90,8 @@ class Vllm030:
         options = case.connector_options.model_dump(exclude_none=True)
         unread = missing_connector_options(case.connector, options)
         if unread:
-            return f"vLLM {self.release}'s {case.connector} connector has no option {', '.join(unread)}"
+            named = ", ".join(unread)
+            return f"vLLM {self.release}'s {case.connector} connector has no option {named}"
         policy = case.engine.kv_load_failure_policy
         policies = release_failure_policies()
         if policy is not None and policy not in policies:
