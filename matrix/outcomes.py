@@ -16,6 +16,8 @@ FailureKind = Literal[
     "stuck",
     "expectation",
     "leak",
+    "protocol",
+    "decision",
     "error",
     "timeout",
 ]
@@ -31,14 +33,16 @@ UNSUPPORTED = "unsupported"
 Severity = Literal[
     "deadlock",
     "leak",
+    "protocol",
     "error",
     "timeout",
     "sizer",
     "unpromotable",
     "over_reservation",
+    "decision",
     "expectation",
     "undersized",
 ]
 # Severities a reader must hear of even when a case expects them (the reports' findings): an
 # engine that hangs or breaks, or one vLLM starts that cannot finish what it accepted.
-SEVERE: tuple[Severity, ...] = ("deadlock", "leak", "error", "timeout", "sizer")
+SEVERE: tuple[Severity, ...] = ("deadlock", "leak", "protocol", "error", "timeout", "sizer")

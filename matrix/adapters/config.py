@@ -22,6 +22,7 @@ from vllm.config import (
 )
 
 from matrix.adapters.connectors import family_of
+from matrix.adapters.engine_options import model_runner
 from matrix.case.format import CaseFile
 from matrix.case.model_paths import ENGINE_CONFIG_DEFAULT, model_directory
 from matrix.case.parts import cache_block_size as groups_block_size
@@ -58,6 +59,9 @@ def scheduler_settings(case: CaseFile) -> dict[str, Any]:
         "enable_chunked_prefill": engine.enable_chunked_prefill,
         "async_scheduling": engine.async_scheduling,
         "max_num_inflight_kv_loads": engine.max_num_inflight_kv_loads,
+        "watermark": engine.watermark,
+        "scheduler_reserve_full_isl": engine.scheduler_reserve_full_isl,
+        "long_prefill_token_threshold": engine.long_prefill_token_threshold,
     }
     settings.update({key: value for key, value in chosen.items() if value is not None})
     return settings
@@ -93,6 +97,7 @@ class EngineSettings:
     mamba_mode: str | None
     speculative: tuple[str, int] | None  # method, speculative tokens
     transfer: tuple[tuple[str, Any], ...]  # KVTransferConfig arguments
+    model_runner: str | None = None  # engine.model_runner: v1, v2, or the release's own
 
 
 def engine_settings(case: CaseFile) -> EngineSettings:
@@ -111,6 +116,7 @@ def engine_settings(case: CaseFile) -> EngineSettings:
         mamba_mode=mamba_modes[0] if mamba_modes else None,
         speculative=(speculative.method, speculative.num_tokens) if speculative else None,
         transfer=tuple(sorted(_transfer_settings(case).items())),
+        model_runner=case.engine.model_runner,
     )
 
 
@@ -142,6 +148,20 @@ def async_refusal(case: CaseFile) -> str | None:
             update={"engine": case.engine.model_copy(update={"async_scheduling": False})}
         )
         vllm_config_for(synchronous, 2)  # raises when the settings are wrong anyway
+        lines = [line.strip() for line in str(error).splitlines()]
+        reasons = [line for line in lines if line.startswith("Value error, ")] or lines[:1]
+        return reasons[0].removeprefix("Value error, ").split(" [type=")[0]
+
+
+def runner_refusal(case: CaseFile) -> str | None:
+    """Why vLLM's config classes refuse the model runner a case asks for (0.30-0.32 refuse V2
+    without Triton), or None."""
+    if case.engine.model_runner is None:
+        return None
+    try:
+        vllm_config_for(case, 2)
+        return None
+    except ValueError as error:  # pydantic's ValidationError is one
         lines = [line.strip() for line in str(error).splitlines()]
         reasons = [line for line in lines if line.startswith("Value error, ")] or lines[:1]
         return reasons[0].removeprefix("Value error, ").split(" [type=")[0]
@@ -226,14 +246,15 @@ def build_vllm_config(settings: EngineSettings) -> VllmConfig:
             target_parallel_config=ParallelConfig(),
             **options,
         )
-    config = VllmConfig(
-        model_config=model,
-        scheduler_config=scheduler,
-        cache_config=cache,
-        kv_transfer_config=KVTransferConfig(**transfer_arguments(settings)),
-        device_config=DeviceConfig("cpu"),
-        speculative_config=speculative,
-    )
+    with model_runner(settings.model_runner):
+        config = VllmConfig(
+            model_config=model,
+            scheduler_config=scheduler,
+            cache_config=cache,
+            kv_transfer_config=KVTransferConfig(**transfer_arguments(settings)),
+            device_config=DeviceConfig("cpu"),
+            speculative_config=speculative,
+        )
     # Without a GPU the platform turns the hybrid manager off; a real engine would have it on.
     config.scheduler_config.disable_hybrid_kv_cache_manager = False
     return config

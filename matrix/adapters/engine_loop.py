@@ -18,6 +18,7 @@ from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 
 from matrix.adapters.connectors.base import ConnectorSide
 from matrix.adapters.protocol import StepOutcome
+from matrix.adapters.runner_protocol import RunnerProtocol
 from matrix.case.engine import Accept, accepted_drafts
 
 SAMPLED_TOKEN = 7
@@ -36,14 +37,24 @@ class Worker:
         self.reported: set[str] = set()  # loads reported finished or failed
         # Reported, then preempted: a tier connector may load the request again.
         self.preempted_after_report: set[str] = set()
+        # What a real runner would refuse in the last batch ("" when nothing).
+        self.protocol = RunnerProtocol(scheduler, self.resumes_as_new())
+        self.violation = ""
+
+    def resumes_as_new(self) -> bool:
+        """Whether a preempted request comes back as a new one (the V2 runner's way; the V1
+        runner takes it as cached and resumed)."""
+        return bool(getattr(self.scheduler, "use_v2_model_runner", False))
 
     def execute(
         self, output: Any, finished_loads: set[str], failed_loads: set[str]
     ) -> ModelRunnerOutput:
         """The model output for a batch; the connector output reports these loads done or failed."""
+        self.violation = self.protocol.check(output)
         request_ids = list(output.num_scheduled_tokens)
         sampled = [self._sampled(request_id, output) for request_id in request_ids]
         self.reported |= finished_loads | failed_loads
+        self.protocol.reported(finished_loads, failed_loads, getattr(self.side, "arrived", {}))
         preempted = getattr(output, "preempted_req_ids", None) or ()
         self.preempted_after_report |= self.reported.intersection(preempted)
         return self.model_output(
@@ -114,7 +125,9 @@ class EngineLoop:
             output, self.worker.execute(output, finished_loads, failed_loads)
         )
         self.worker.propose_drafts()
-        return StepOutcome(dict(output.num_scheduled_tokens), free_while_running)
+        return StepOutcome(
+            dict(output.num_scheduled_tokens), free_while_running, self.worker.violation
+        )
 
     def _step_with_batch_queue(
         self, finished_loads: set[str], failed_loads: set[str]
@@ -123,6 +136,7 @@ class EngineLoop:
         pool = scheduler.kv_cache_manager.block_pool
         scheduled: dict[str, int] = {}
         free_while_running = pool.get_num_free_blocks()
+        violation = ""
         if scheduler.has_requests():
             output = scheduler.schedule()
             free_while_running = pool.get_num_free_blocks()
@@ -130,13 +144,14 @@ class EngineLoop:
             self.batch_queue.appendleft(
                 (output, self.worker.execute(output, finished_loads, failed_loads))
             )
+            violation = self.worker.violation
             executed = output.total_num_scheduled_tokens > 0
             if len(self.batch_queue) < self.batch_queue_size and (
                 executed or scheduler.has_requests()
             ):
-                return StepOutcome(scheduled, free_while_running)
+                return StepOutcome(scheduled, free_while_running, violation)
         elif not self.batch_queue:
             return StepOutcome(scheduled, free_while_running)
         output, model_output = self.batch_queue.pop()
         scheduler.update_from_output(output, model_output)
-        return StepOutcome(scheduled, free_while_running)
+        return StepOutcome(scheduled, free_while_running, violation)

@@ -27,10 +27,12 @@ from matrix.adapters.connectors.base import ConnectorSide
 from matrix.adapters.connectors.prefill import PrefillSide
 from matrix.adapters.connectors.warm import metadata_tensors, warm_tier
 from matrix.adapters.engine_loop import EngineLoop, Worker
+from matrix.adapters.engine_options import model_runner
 from matrix.adapters.protocol import (
     BlockAccount,
     Geometry,
     GroupGeometry,
+    ProtocolViolation,
     SchedulerState,
     StepOutcome,
 )
@@ -64,8 +66,8 @@ class Handle(Reservation):
         )
         # The engine's choice of scheduler class (EngineCore picks it from the same setting).
         scheduler_class = AsyncScheduler if config.scheduler_config.async_scheduling else Scheduler
-        self._track(
-            scheduler_class(
+        with model_runner(case.engine.model_runner):
+            scheduler = scheduler_class(
                 config,
                 kv_cache_config,
                 StructuredOutputManager(config),
@@ -73,7 +75,7 @@ class Handle(Reservation):
                 hash_block_size=plan.hash_block_size,
                 log_stats=False,
             )
-        )
+        self._track(scheduler)
         self._block_hasher = plan.block_hasher
         self.side = family.attach(self.scheduler.connector, self.scheduler, case)
         speculative = case.speculative
@@ -188,8 +190,25 @@ class Handle(Reservation):
     def step(
         self, finished_loads: set[str], failed_loads: frozenset[str] = frozenset()
     ) -> StepOutcome:
-        """One engine step; the worker reports these loads finished or failed."""
-        return self.engine.step(set(finished_loads), set(failed_loads))
+        """One engine step; the worker reports these loads finished or failed. Where vLLM
+        raises after a batch its runner would have refused, :class:`ProtocolViolation` says
+        so, the error its cause."""
+        try:
+            return self.engine.step(set(finished_loads), set(failed_loads))
+        except Exception as error:
+            if self.worker.violation:
+                raise ProtocolViolation(self.worker.violation) from error
+            raise
+
+    def keep_arrived(self, request_ids: list[str], blocks: int) -> None:
+        """The first ``blocks`` blocks of these loads arrived before they fail: the worker
+        names only the rest invalid, where its connector reports failures by block (NIXL and
+        the P/D connectors, the Mooncake store; the other tiers' workers fail a load whole)."""
+        arrived = getattr(self.side, "arrived", None)
+        if arrived is None:
+            raise ValueError(f"{type(self.side).__name__} reports a failed load whole")
+        for request_id in request_ids:
+            arrived[self.scheduler_request_id(request_id)] = blocks
 
     def abort(self, request_ids: list[str]) -> None:
         """What ``EngineCore.abort_requests`` does when a client goes away."""

@@ -31,6 +31,15 @@ def ample_pool(case: CaseFile) -> int:
     return sum(math.ceil(case.max_model_len / size) + 32 for size in sizes)
 
 
+class ProtocolViolation(Exception):
+    """vLLM raised in a step whose batch its model runner would already have refused: the
+    violation (in words) came first, the error (this exception's cause) after it."""
+
+    def __init__(self, violation: str) -> None:
+        super().__init__(violation)
+        self.violation = violation
+
+
 class UnsupportedRelease(Exception):
     """The installed vLLM cannot run the matrix; the message names what is missing."""
 
@@ -117,6 +126,9 @@ class StepOutcome:
     # Free blocks between schedule() and the model output: a request that finishes in this
     # step frees its blocks before the step ends, so this is where usage peaks.
     free_blocks_while_running: int
+    # What vLLM's model runner would refuse in the batch (adapters/runner_protocol.py), in
+    # words; "" when nothing (or when no simulated runner checks it: a live engine).
+    violation: str = ""
 
 
 @fast_init
@@ -153,6 +165,11 @@ class SchedulerHandle(Protocol):
 
     def abort(self, request_ids: list[str]) -> None:
         """Aborts these requests as the engine does when a client goes away."""
+        ...
+
+    def keep_arrived(self, request_ids: list[str], blocks: int) -> None:
+        """The first ``blocks`` blocks of these loads arrived before they fail: the worker's
+        failure report names only the rest invalid."""
         ...
 
     def accounting(self) -> BlockAccount:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from matrix.adapters.config import async_refusal, scheduler_settings
+from matrix.adapters.config import async_refusal, runner_refusal, scheduler_settings
 from matrix.adapters.connectors import family_of
 from matrix.adapters.connectors.tier import never_loads, tier_shortfall
 from matrix.adapters.construction import refused_when_built
+from matrix.adapters.engine_options import has_two_runners
 from matrix.adapters.handle import Handle
 from matrix.adapters.kv_cache import case_groups, with_layout
 from matrix.adapters.layout import LayoutError
@@ -92,6 +93,17 @@ class Vllm030:
         if unread:
             named = ", ".join(unread)
             return f"vLLM {self.release}'s {case.connector} connector has no option {named}"
+        if case.engine.model_runner == "v1" and not has_two_runners():
+            return (
+                f"vLLM {self.release} has one model runner, which takes a preempted request "
+                "back as new: no V1 runner (engine.model_runner v1) to send batches to"
+            )
+        refusal = runner_refusal(case)
+        if refusal:
+            return (
+                f"vLLM {self.release} cannot run model runner {case.engine.model_runner} "
+                f"here: {refusal}"
+            )
         policy = case.engine.kv_load_failure_policy
         policies = release_failure_policies()
         if policy is not None and policy not in policies:

@@ -26,7 +26,12 @@ from matrix.adapters.v0_32 import SPEC_STEP_ATTRIBUTE, Vllm032, Vllm032Handle
 
 
 class Worker034(Worker):
-    """The simulated runner, its output without ``req_id_to_index``."""
+    """The simulated runner, its output without ``req_id_to_index``; a preempted request
+    comes back new, re-sent in full (its worker state was dropped at preemption)."""
+
+    def resumes_as_new(self) -> bool:
+        """0.34 sends every request the runner does not hold as new."""
+        return True
 
     def model_output(
         self, request_ids: list[str], sampled: list[list[int]], connector_output: Any

@@ -33,6 +33,18 @@ class Engine(Strict):
     # async load before they run; with it, loads also start while the batch is full.
     max_num_inflight_kv_loads: Annotated[int, Field(ge=1, le=1024)] | None = None
 
+    # Admission settings real deployments turn on (docs/cases.md): the KV cache fraction kept
+    # free when admitting waiting or preempted requests; whether a new request's whole prompt
+    # must fit before its first chunk is admitted (vLLM's default: on); and the model runner
+    # the scheduler sends its batches to (V1 takes a preempted request back as cached and
+    # resumed, V2 as new; 0.33's default is V2 where it is supported).
+    watermark: Annotated[float, Field(ge=0.0, lt=1.0)] | None = None
+    scheduler_reserve_full_isl: bool | None = None
+    # A prompt's chunk is at most this many tokens (--long-prefill-token-threshold): a long
+    # prefill leaves the step's budget to others.
+    long_prefill_token_threshold: Annotated[int, Field(ge=0)] | None = None
+    model_runner: Literal["v1", "v2"] | None = None
+
 
 # Accepted drafts per decode step of each request, the last value repeating; "all" and "none"
 # are the two extremes.

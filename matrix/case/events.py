@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from matrix.case.strict import Strict
+from matrix.variant_names import VariantName
 
 # A request's state in the words of a step's ``expect`` (see StateExpectation).
-StateName = Literal["waiting", "loading", "loaded", "running", "preempted", "finished"]
+StateName = Literal["waiting", "loading", "loaded", "promoted", "running", "preempted", "finished"]
 
 
 class AbortEvent(Strict):
@@ -22,9 +23,12 @@ class AbortEvent(Strict):
 
 class FailLoadEvent(Strict):
     """The worker reports these loads failed, as NIXL does: in the next step's connector
-    output, through the release's failure mechanism."""
+    output, through the release's failure mechanism. ``valid_blocks``: the first so many
+    blocks of each arrived before the transfer failed (the worker names only the rest
+    invalid), so the release keeps that prefix."""
 
     fail_load: Annotated[list[str], Field(min_length=1)]
+    valid_blocks: Annotated[int, Field(ge=0, le=65536)] = 0
 
 
 class StateExpectation(Strict):
@@ -32,12 +36,14 @@ class StateExpectation(Strict):
 
     ``waiting``: not admitted yet. ``loading``: admitted, its remote KV not yet reported loaded.
     ``loaded``: load reported complete, not yet scheduled (promotion pending or refused).
-    ``preempted``: ran, then preempted, not running now.
+    ``promoted``: of those, moved out of ``WAITING_FOR_REMOTE_KVS`` (promoted, then refused
+    its first step). ``preempted``: ran, then preempted, not running now.
     """
 
     waiting: list[str] = []
     loading: list[str] = []
     loaded: list[str] = []
+    promoted: list[str] = []
     running: list[str] = []
     preempted: list[str] = []
     finished: list[str] = []
@@ -89,6 +95,41 @@ _KIND_OF_MODEL: dict[type, str] = {
     RunEvent: "run",
     StepEvent: "step",
 }
+
+
+class Concurrency(Strict):
+    """Async loads that must be in flight together (all admitted, none promoted yet) at some
+    step, at every pool from ``from_pool`` up (from the fit up, at least): a reservation that
+    only delays one of them fails there. Where no pool is stated: where they fit together,
+    each request's fit added up (one null block between them), a pool in which a tight
+    reservation admits them all at once, plus the case's ``fit_slack``. ``from_pool`` may be
+    stated per variant (``default`` for the others; stock follows the variant its release
+    ships, as ``expect`` does).
+    ``exact``: and never in flight together below a stated pool (from the fit up), so a
+    reservation that lets one in short fails too."""
+
+    loads: Annotated[list[str], Field(min_length=2)]
+    from_pool: (
+        Annotated[int, Field(ge=2)] | dict[VariantName, Annotated[int, Field(ge=2)]] | None
+    ) = None
+    exact: bool = False
+
+    @model_validator(mode="after")
+    def _exact_needs_a_pool(self) -> Concurrency:
+        if self.exact and self.from_pool is None:
+            raise ValueError(
+                "exact needs from_pool: below the loads' joint fit a tight reservation may "
+                "still admit them together (a reservation counts what promotion needs, not a "
+                "whole sequence)"
+            )
+        return self
+
+    def stated_pool(self, judged_as: str) -> int | None:
+        """The pool stated for a cell held to ``judged_as``'s expectations (a mapping's entry
+        for it, else its ``default``); None where none is."""
+        if isinstance(self.from_pool, dict):
+            return self.from_pool.get(judged_as, self.from_pool.get("default"))
+        return self.from_pool
 
 
 def _event_kind(value: Any) -> str | None:

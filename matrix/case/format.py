@@ -30,7 +30,7 @@ from matrix.case.connector import (
     digest_exclusions,
 )
 from matrix.case.engine import Engine
-from matrix.case.events import Event, RunBound, RunEvent, StepEvent, named_requests
+from matrix.case.events import Concurrency, Event, RunBound, RunEvent, StepEvent, named_requests
 from matrix.case.limits import LIMITS, Size, excess
 from matrix.case.model import (
     FitSweep,
@@ -68,6 +68,7 @@ NAMING_AND_JUDGING = frozenset(
         "description",
         "column",
         "expect",
+        "concurrency",
         "when",
         "fit_slack",
         "variants",
@@ -115,6 +116,9 @@ class CaseFile(Strict):
     requests: list[RequestSpec] = []
     events: list[Event] = [RunEvent(run=RunBound())]
     expect: dict[ExpectKey, Expectation] = {}
+    # Async loads in flight together from a pool up (a decision, not an outcome: matrix/judge/
+    # tightness.py judges it per pool).
+    concurrency: list[Concurrency] = []
     # Blocks of over-reservation tolerated: refusing a request is accepted at pools below its
     # fit plus this. The fix's margin rounds up per group, so a prompt that ends far from a
     # block boundary is refused at its exact fit by every margin variant; say so here.
@@ -239,6 +243,17 @@ class CaseFile(Strict):
             unknown = sorted(set(named_requests(event)) - seen)
             if unknown:
                 raise PlacedError(("events", index), f"unknown requests: {', '.join(unknown)}")
+        for index, together in enumerate(self.concurrency):
+            unknown = sorted(set(together.loads) - seen)
+            if unknown:
+                raise PlacedError(
+                    ("concurrency", index, "loads"), f"unknown requests: {', '.join(unknown)}"
+                )
+            local = [r.id for r in self.requests if r.id in together.loads and not r.async_load]
+            if local:
+                raise PlacedError(
+                    ("concurrency", index, "loads"), f"not async loads: {', '.join(local)}"
+                )
         check_prefixes_and_accept(self.requests, self.speculative)
         check_when(self.when, {name: axis.labels() for name, axis in self.matrix.items()})
         for index, variant in enumerate(self.variants):
@@ -273,6 +288,12 @@ class CaseFile(Strict):
         for index, variant in enumerate(self.variants):
             if variant not in known:
                 raise PlacedError(("variants", index), unknown_variant(variant, known))
+        for index, together in enumerate(self.concurrency):
+            stated = together.from_pool if isinstance(together.from_pool, dict) else {}
+            for key in stated:
+                if key != "default" and key not in known:
+                    where = ("concurrency", index, "from_pool", key)
+                    raise PlacedError(where, unknown_variant(key, known))
         return self
 
     def runs_variants(self, known: tuple[str, ...]) -> list[str]:

@@ -26,6 +26,8 @@ KIND_WORDS = {
     "error": "the engine raises",
     "preempted": "preempted and never resumed",
     "leak": "blocks are left allocated after every request finished",
+    "protocol": "the scheduler hands the model runner a batch it cannot run as sent",
+    "decision": "the scheduler admits or refuses otherwise than its release's own rule",
     "timeout": "the step loop does not return",
 }
 # Where the findings' own runs write their reports: never the release envs' reports/vllm-X.*.

@@ -106,7 +106,7 @@ def result_of(cell: Cell, verdict: Verdict, steps: tuple[PoolSteps, ...] = ()) -
         fit=verdict.fit,
         failing_pools=verdict.failing_pools,
         case_digest=digest,
-        over_reservation=over_reservation(verdict.outcomes, verdict.fit),
+        over_reservation=_over(verdict),
         startable=verdict.startable,
         startable_reason=verdict.startable_reason,
         failures=verdict.failures,
@@ -115,6 +115,16 @@ def result_of(cell: Cell, verdict: Verdict, steps: tuple[PoolSteps, ...] = ()) -
         steps=steps,
         costs=verdict.costs,
     )
+
+
+def _over(verdict: Verdict) -> int | None:
+    """The blocks a cell reserved beyond need: the pools refused from the fit up, or the
+    loads it kept from being in flight together where they fit (the larger)."""
+    over = over_reservation(verdict.outcomes, verdict.fit)
+    late = verdict.concurrency_delay
+    if over is None or late is None:
+        return over
+    return max(over, late)
 
 
 def _swept(verdict: Verdict) -> tuple[int, ...]:

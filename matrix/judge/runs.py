@@ -13,6 +13,10 @@
 - ``expectation``: the run finished, but a step's ``expect`` did not hold on the way.
 - ``leak``: the block accounting failed: after some step, free + held (each block once) + the
   null block was not the pool, or blocks were still not free once every request finished.
+- ``protocol``: a batch vLLM's model runner would refuse (``adapters/runner_protocol.py``): a
+  request sent as new that the runner holds or as cached that it does not, a scheduled token
+  or lookahead token without a slot, an async load holding other blocks than its tokens', a
+  load scheduled before the worker reported it.
 - ``error``: vLLM raised.
 - ``timeout`` (a cell's, not a run's): the cell ran past its limit of CPU time
   (``limits.seconds``); see ``matrix.judge.verdict``.
@@ -77,6 +81,8 @@ def classify_run(trace: RunTrace) -> RunOutcome:
     expectation does not stop a run, so a failure that follows it is what gets reported."""
     if trace.leak:  # blocks lost or double-counted: whatever else happened rests on that
         return RunOutcome(trace.pool, "leak", f"{trace.leak}; {_where(trace)}")
+    if trace.protocol:  # the engine's worker would have failed or written the wrong blocks
+        return RunOutcome(trace.pool, "protocol", f"{trace.protocol}; {_where(trace)}")
     ended = _how_it_ended(trace)
     if trace.unmet_expectation and ended.kind == "finished":
         return RunOutcome(trace.pool, "expectation", f"{trace.unmet_expectation}; {_where(trace)}")

@@ -7,13 +7,15 @@ From worst to mildest:
   fit and ``startable`` (the fit alone when ``startable`` is unknown): a pool an engine has,
   every request fits it alone, and nothing can ever run again; where the pool was run again
   on the engine ``startable`` is for, it must fail there too (else ``undersized``).
-- ``leak``, ``error``, ``timeout``: as their kinds.
+- ``leak``, ``protocol``, ``error``, ``timeout``: as their kinds.
 - ``sizer``: any unfinished run at a pool from ``startable`` up to below the fit on that
   engine (its ``max_model_len`` the longest request's, which caps what a request asks): vLLM
   starts an engine with that pool, yet a request it accepts can never finish in it.
 - ``unpromotable``: a stall below the fit: an async load admitted that cannot be promoted with
   what is free, even with nothing else running (the admission contract the fix restores).
 - ``over_reservation``: a request refused from the fit up.
+- ``decision``: as its kind (a stock cell decided otherwise than the rule its release ships).
+- ``decision``: as its kind (a stock cell decided otherwise than the rule its release ships).
 - ``expectation``: as its kind (the run finished; a step's ``expect`` did not hold).
 - ``undersized``: any other unfinished run: one no engine serving these requests shows. Either
   the pool is below ``startable`` (no such engine has it), or the run fails only on the case's
@@ -38,7 +40,7 @@ from matrix.outcomes import Severity
 SEVERITY_ORDER: tuple[Severity, ...] = get_args(Severity)  # worst first
 # Kinds that leave a request unable ever to run again.
 NEVER_AGAIN = frozenset({"stall", "stuck", "step_bound", "preempted"})
-AS_THEIR_KIND = frozenset({"leak", "error", "timeout", "expectation"})
+AS_THEIR_KIND = frozenset({"leak", "protocol", "error", "timeout", "decision", "expectation"})
 
 
 @fast_init

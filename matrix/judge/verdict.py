@@ -11,10 +11,12 @@ from typing import Literal
 
 from matrix.frozen import fast_init
 from matrix.judge.cost import run_costs
+from matrix.judge.decisions import concurrency_late, decision_failures
 from matrix.judge.runs import RunKind, RunOutcome, classify_run
 from matrix.judge.severity import PoolFailure, pool_failures, worst
 from matrix.outcomes import Severity
 from matrix.run.records import CellRun
+from matrix.wording import pool_ranges as pool_ranges  # where the reports read it
 
 
 @fast_init
@@ -38,6 +40,9 @@ class Verdict:
     severity: Severity | None = None
     # What each pool whose run finished cost (matrix/judge/cost.py), a line a pool.
     costs: tuple[str, ...] = ()
+    # Blocks by which the loads a case expects in flight together came late (the largest of its
+    # ``concurrency:``; matrix/judge/tightness.py); None: none expected, or never together.
+    concurrency_delay: int | None = None
 
 
 def judge_run(run: CellRun) -> Verdict:
@@ -56,6 +61,7 @@ def judge_run(run: CellRun) -> Verdict:
         severity: Severity | None = "timeout"
     else:
         verdict = judge_cell(outcomes, run.fit, run.fit_slack)
+        verdict, failures = _with_decisions(verdict, run, failures)
         severity = worst(failures)
     return replace(
         verdict,
@@ -68,30 +74,44 @@ def judge_run(run: CellRun) -> Verdict:
     )
 
 
+def _with_decisions(
+    verdict: Verdict, run: CellRun, failures: tuple[PoolFailure, ...]
+) -> tuple[Verdict, tuple[PoolFailure, ...]]:
+    """The verdict and pool failures with the cell's decisions judged (``decisions``): a run
+    that finished can still have decided wrong, and fails the cell at those pools."""
+    verdict = replace(verdict, concurrency_delay=concurrency_late(run))
+    unmet = decision_failures(run)
+    if not unmet:
+        return verdict, failures
+    failing = {f.pool for f in failures}
+    for found in unmet:
+        failures += tuple(
+            PoolFailure(p, found.kind, found.severity) for p in found.pools if p not in failing
+        )
+        failing |= set(found.pools)
+    failures = tuple(sorted(failures, key=lambda f: f.pool))
+    problem = "; ".join(found.problem for found in unmet)
+    if verdict.observed == "fail":
+        return replace(verdict, detail=f"{verdict.detail}; also {problem}"), failures
+    first = unmet[0]
+    pools = tuple(sorted({p for found in unmet for p in found.pools}))
+    failed = replace(verdict, observed="fail", kind=first.kind, detail=problem, failing_pools=pools)
+    return failed, failures
+
+
 def acceptable(outcome: RunOutcome, fit: int, slack: int = 0) -> bool:
-    """A stall, a leak or an error is never right. From the fit up, every request must finish
-    (refusing one that fits is over-reservation, tolerated up to ``slack`` blocks) and every
-    step expectation must hold; below it the pool is too small for some request, and what the
-    scheduler does then is its own call. A pool whose tier could not be filled did not run
-    the case, so nothing there is judged."""
+    """A stall, a leak, a runner protocol violation or an error is never right. From the fit
+    up, every request must finish (refusing one that fits is over-reservation, tolerated up to
+    ``slack`` blocks) and every step expectation must hold; below it the pool is too small for
+    some request, and what the scheduler does then is its own call. A pool whose tier could
+    not be filled did not run the case, so nothing there is judged."""
     if outcome.kind in ("finished", "tier_unfilled"):
         return True
-    if outcome.kind in ("stall", "leak", "error"):
+    if outcome.kind in ("stall", "leak", "protocol", "error"):
         return False
     if outcome.kind == "not_admitted":
         return outcome.pool < fit + slack
     return outcome.pool < fit
-
-
-def pool_ranges(pools: Sequence[int]) -> str:
-    """``4-6, 9``: pool sizes as runs of consecutive ones."""
-    spans: list[list[int]] = []
-    for pool in pools:
-        if spans and pool == spans[-1][1] + 1:
-            spans[-1][1] = pool
-        else:
-            spans.append([pool, pool])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def judge_cell(outcomes: Sequence[RunOutcome], fit: int, slack: int = 0) -> Verdict:

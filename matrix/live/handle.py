@@ -88,6 +88,10 @@ class LiveHandle(Handle):
         case_ids = {engine_id: case_id for case_id, engine_id in self.engine_ids.items()}
         return StepOutcome({case_ids[r]: n for r, n in self._scheduled.items()}, free)
 
+    def keep_arrived(self, request_ids: list[str], blocks: int) -> None:
+        """Never asked: a live case has no failed load (matrix/live/layout.py)."""
+        raise ValueError("the live connector reports no failed load")
+
     def abort(self, request_ids: list[str]) -> None:
         """Aborts through the engine, as a client going away does."""
         self.live.llm.abort_request([self.engine_ids[r] for r in request_ids], internal=True)

@@ -35,11 +35,13 @@ INSTALL_HINT = "pip install vllm-kv-matrix[pictures]"
 SHADES: dict[str, str] = {
     "deadlock": "#67001f",
     "leak": "#40004b",
+    "protocol": "#542788",
     "error": "#762a83",
     "timeout": "#9970ab",
     "sizer": "#b2182b",
     "unpromotable": "#f46d43",
     "over_reservation": "#fdae61",
+    "decision": "#fec44f",
     "expectation": "#fee08b",
     "fail": "#d6604d",  # failed with no severity of its own
     "undersized": "#d9d9d9",  # a pool no engine serving the requests has

@@ -53,6 +53,7 @@ def _sizer(cells: Sequence[CellResult]) -> str:
 _WORDS: dict[Severity, Callable[[Sequence[CellResult]], str]] = {
     "deadlock": lambda cells: f"DEADLOCK at {_pools(cells, 'deadlock')} ({_count(cells)})",
     "leak": lambda cells: f"LEAK ({_count(cells)})",
+    "protocol": lambda cells: f"PROTOCOL ({_count(cells)})",
     "error": lambda cells: f"ERROR ({_count(cells)})",
     "timeout": lambda cells: f"TIMEOUT ({_count(cells)})",
     "sizer": _sizer,
@@ -60,6 +61,7 @@ _WORDS: dict[Severity, Callable[[Sequence[CellResult]], str]] = {
         f"unpromotable below the fit at {_pools(cells, 'unpromotable')} ({_count(cells)})"
     ),
     "over_reservation": _over,
+    "decision": lambda cells: f"decides otherwise than its release's rule ({_count(cells)})",
     "expectation": lambda cells: f"a step expectation unmet ({_count(cells)})",
 }
 
@@ -70,7 +72,7 @@ def _by_severity(cells: Sequence[CellResult]) -> list[tuple[Severity, list[CellR
     found = []
     for severity in SEVERITY_ORDER:
         having = [c for c in cells if any(f.severity == severity for f in c.failures)]
-        if severity in ("leak", "error", "timeout"):
+        if severity in ("leak", "protocol", "error", "timeout"):
             having = [c for c in cells if c.severity == severity]
         if having and severity in _WORDS:
             found.append((severity, having))

@@ -59,11 +59,13 @@ TOLERATED = "pass*"
 BRIEF: dict[Severity, str] = {
     "deadlock": "DEADLOCK",
     "leak": "LEAK",
+    "protocol": "PROTOCOL",
     "error": "ERROR",
     "timeout": "TIMEOUT",
     "sizer": "sizer",
     "unpromotable": "unpromotable",
     "over_reservation": "over-reserves",
+    "decision": "decides otherwise",
     "expectation": "expectation",
 }
 

@@ -11,11 +11,12 @@ from matrix.adapters.protocol import Startable, VersionAdapter
 from matrix.case.connector import digest_exclusions
 from matrix.case.expansion import Cell
 from matrix.case.format import CaseFile
-from matrix.run.fit import measure_fit
+from matrix.run.fit import measure_fit, together
 from matrix.run.playback import CellTimeout, cell_clock
-from matrix.run.pools import pool_sizes, run_pool
+from matrix.run.pools import pool_sizes
 from matrix.run.records import CellRun, RunTrace
 from matrix.run.served import served_fit, served_reruns
+from matrix.run.twin import forget_twin_runs, own_run, twin_of, twin_run
 from matrix.run.variants import Variant
 
 
@@ -48,14 +49,21 @@ def run_cell(
     except Exception as error:  # a case vLLM cannot run is a failing cell, not a crash
         return CellRun(0, slack, (), error=f"{type(error).__name__}: {error}")
     traces: list[RunTrace] = []
+    twin_traces: list[RunTrace] = []
     chosen = variant or cell.variant
     try:
         pools = pool_sizes(case, fit, startable.blocks)
     except ValueError as error:  # a sweep from startable where vLLM cannot size the engine
         return CellRun(fit.blocks, slack, (), error=f"{error}: {startable.reason}")
+    twin = twin_of(cell)
+    if twin is not None:
+        forget_twin_runs()
+    key = case.run_key()  # a twin's runs are handed on by it
     for pool in pools:
         try:
-            traces.append(run_pool(adapter, case, chosen, pool, deadline, clock))
+            traces.append(own_run(adapter, case, key, chosen, cell.variant, pool, deadline, clock))
+            if twin is not None:
+                twin_traces.append(twin_run(adapter, case, key, twin, pool, deadline, clock))
         except CellTimeout as timeout:
             detail = timed_out(f"pool {pool}", timeout)
             return CellRun(
@@ -89,6 +97,9 @@ def run_cell(
         served_fit=served,
         served_traces=again,
         layout_digest=digest,
+        together=together(case, fit, cell.judged_as),
+        twin=twin or "",
+        twin_traces=tuple(twin_traces),
     )
 
 

@@ -13,7 +13,7 @@ from matrix.case.events import RunBound, RunEvent
 from matrix.case.format import CaseFile
 from matrix.run.playback import cell_clock
 from matrix.run.pools import run_pool
-from matrix.run.records import Fit, StepRecord
+from matrix.run.records import Fit, StepRecord, Together
 from matrix.wording import plural
 
 # Keyed by what the runs read of the case (CaseFile.run_key): its variants share one.
@@ -35,7 +35,8 @@ def measure_fit(
     # Once per case content, like the fit (a failure is never cached, so it fails every cell).
     check_lookahead(adapter, case)
     ample = ample_pool(case)
-    fit, admits_from = 0, ample
+    admits_from = ample
+    each: list[int] = []
     for request in case.requests:
         arrived = request.model_copy(update={"arrive_after": 0})  # alone, it need not wait
         alone = case.model_copy(
@@ -48,12 +49,28 @@ def measure_fit(
                 f"request {request.id} does not finish alone in {ample} blocks: it stopped "
                 f"{trace.stopped} after {plural(len(trace.steps), 'step')}{why}"
             )
-        fit = max(fit, ample - _least_free(trace.steps))
+        each.append(ample - _least_free(trace.steps))
         admitted = next((r for r in trace.steps if r.state.requests[0].status != WAITING), None)
         if admitted is not None:
             admits_from = min(admits_from, ample - _least_free((admitted,)))
-    _fits[key] = Fit(fit, min(admits_from, fit))
+    fit = max(each)
+    _fits[key] = Fit(fit, min(admits_from, fit), tuple(each))
     return _fits[key]
+
+
+def together(case: CaseFile, fit: Fit, judged_as: str) -> tuple[Together, ...]:
+    """The case's ``concurrency:`` for a cell held to ``judged_as``'s expectations, each pool
+    resolved: where none is stated, the pool the loads fit in together (each one's fit, the
+    null block counted once) plus the over-reservation the case tolerates (``fit_slack``), and
+    nothing is said below it."""
+    place = {request.id: index for index, request in enumerate(case.requests)}
+    resolved = []
+    for check in case.concurrency:
+        stated = check.stated_pool(judged_as)
+        joint = 1 + sum(fit.each[place[load]] - 1 for load in check.loads) + case.fit_slack
+        exact = check.exact and stated is not None
+        resolved.append(Together(tuple(check.loads), stated or joint, exact))
+    return tuple(resolved)
 
 
 def forget_fits() -> None:

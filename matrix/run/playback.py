@@ -16,6 +16,7 @@ from matrix.adapters.protocol import (
     PREEMPTED,
     RUNNING,
     BlockAccount,
+    ProtocolViolation,
     RequestState,
     SchedulerHandle,
     SchedulerState,
@@ -68,6 +69,7 @@ class Playback:
     # Aborted while loading: its blocks are freed once the worker reports the transfer.
     orphaned_loads: set[str] = field(default_factory=set)
     leak: str = ""  # the first block accounting violation
+    protocol: str = ""  # the first batch vLLM's model runner would refuse, with its step
     reserved: int | None = None  # the reservation in force when the run stopped
     deadline: float = math.inf  # on ``clock``; checked after every step
     clock: Callable[[], float] = cell_clock  # injected by tests that need time to pass
@@ -149,10 +151,14 @@ class Playback:
         """One engine step with the loads due to complete or fail; recorded unless ``record`` is
         false, then the blocks and the deadline checked."""
         self._arrive()
-        outcome = self.handle.step(*self._loads_to_report())
+        step = len(self.records) + 1
+        try:
+            outcome = self.handle.step(*self._loads_to_report())
+        except ProtocolViolation as broken:  # the violation first, then vLLM's error
+            self.protocol = self.protocol or f"step {step}: {broken.violation}"
+            raise broken.__cause__ or broken from None
         state = self.handle.state()
         self._before_first_step = None  # a step, recorded or not, moves the scheduler on
-        step = len(self.records) + 1
         for request in state.requests:
             if request.status == LOADING:
                 self.admitted_at.setdefault(request.request_id, step)
@@ -163,6 +169,8 @@ class Playback:
             )
             if self.held is not None:
                 self.held.append(self.handle.blocks_held([r.id for r in self.case.requests]))
+        if outcome.violation and not self.protocol:
+            self.protocol = f"step {step}: {outcome.violation}"
         self._check_blocks(step, outcome)
         if self.clock() > self.deadline:
             raise CellTimeout(step, state, self.handle.reservation())
@@ -253,5 +261,12 @@ def state_name(request: RequestState) -> StateName:
     if request.status == PREEMPTED:
         return "preempted"
     if request.load_reported_done:
-        return "loaded"
+        return "loaded" if request.status == LOADING else "promoted"
     return "loading" if request.status == LOADING else "waiting"
+
+
+# The states a step's ``expect`` accepts for each word: ``loaded`` is any reported load not yet
+# running, promoted out of ``WAITING_FOR_REMOTE_KVS`` or not.
+ACCEPTED: dict[StateName, frozenset[StateName]] = {
+    "loaded": frozenset({"loaded", "promoted"}),
+}

@@ -40,6 +40,8 @@ class RunTrace:
     message: str = ""  # the error, when stopped is "error"; why, when "tier_unfilled"
     unmet_expectation: str = ""  # the first step expectation that did not hold
     leak: str = ""  # the first block accounting violation
+    # The first batch vLLM's model runner would refuse (adapters/runner_protocol.py).
+    protocol: str = ""
     # The reservation in force when the run stopped (SchedulerHandle.reservation); None when
     # it could not be read (vLLM raised).
     reserved: int | None = None
@@ -58,6 +60,19 @@ class Fit:
 
     blocks: int
     admits_from: int
+    # Each request's own fit, alone (in the case's request order).
+    each: tuple[int, ...] = ()
+
+
+@fast_init
+@dataclass(frozen=True)
+class Together:
+    """Async loads a case expects in flight together at some step, at every pool from
+    ``from_pool`` up (its ``concurrency:``, the pool resolved)."""
+
+    loads: tuple[str, ...]
+    from_pool: int
+    exact: bool = False  # and never in flight together below ``from_pool`` (from the fit up)
 
 
 @fast_init
@@ -84,6 +99,12 @@ class CellRun:
     # Identifies the layout a described model ran with on this release (its derived groups), so
     # cells of releases that derive different layouts are never compared as equals.
     layout_digest: str = ""
+    # The loads expected in flight together (matrix/judge/tightness.py judges them per pool).
+    together: tuple[Together, ...] = ()
+    # A stock cell's twin (run/twin.py): the variant its release ships, and its runs at the
+    # pools of ``traces`` (matrix/judge/twin.py holds stock's decisions to them).
+    twin: str = ""
+    twin_traces: tuple[RunTrace, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,8 @@ class MooncakeStoreSide(TierSide):
         self.counter = bind_counted_pool(connector, scheduler)
         self.groups = len(scheduler.kv_cache_manager.coordinator.single_type_managers)
         self.scheduler = scheduler
+        # Per failing load: the blocks that arrived before it failed (not named invalid).
+        self.arrived: dict[str, int] = {}
 
     def write_tier(self, block_hashes: list[Any], tokens: int) -> bool:
         """The shared store is written directly."""
@@ -134,11 +136,10 @@ class MooncakeStoreSide(TierSide):
         if failed and self.groups == 1:  # its worker names blocks with one group
             manager = self.scheduler.kv_cache_manager.coordinator.single_type_managers[0]
             for request_id in failed:
-                invalid |= {
-                    b.block_id
-                    for b in manager.req_to_blocks.get(request_id, ())
-                    if b.block_hash is None and not b.is_null
-                }
+                blocks = manager.req_to_blocks.get(request_id, ())[
+                    self.arrived.get(request_id, 0) :
+                ]
+                invalid |= {b.block_id for b in blocks if b.block_hash is None and not b.is_null}
         return KVConnectorOutput(
             finished_recving=finished | failed,
             failed_recving=set(failed) if self.groups > 1 else set(),

@@ -27,6 +27,8 @@ class PrefillSide:
         self.scheduler = scheduler
         self.connector = connector
         self.extra_params = extra_params
+        # Per failing load: the blocks of the first group that arrived before it failed.
+        self.arrived: dict[str, int] = {}
 
     def transfer_params(self, spec: RequestSpec) -> dict[str, Any] | None:
         """NIXL's remote-prefill parameters (and the connector's own extra ones) if it loads."""
@@ -51,9 +53,12 @@ class PrefillSide:
         if failed and not self._hybrid_transfer():
             manager = self.scheduler.kv_cache_manager.coordinator.single_type_managers[0]
             for request_id in failed:
+                blocks = manager.req_to_blocks.get(request_id, ())[
+                    self.arrived.get(request_id, 0) :
+                ]
                 invalid |= {
                     block.block_id
-                    for block in manager.req_to_blocks.get(request_id, ())
+                    for block in blocks
                     if block.block_hash is None and not block.is_null
                 }
         return KVConnectorOutput(
