@@ -125,7 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run every connector case (connector_cases/) as run does the shipped cases: "
         "reports/connectors-vllm-<version>.* (pytest args after --)",
     )
-    for suite in (run, connectors):
+    adequacy = commands.add_parser(
+        "adequacy",
+        help="run the cases of behaviours and decisions the table cases do not reach "
+        "(adequacy_cases/): reports/adequacy-vllm-<version>.* (pytest args after --)",
+    )
+    for suite in (run, connectors, adequacy):
         for name, what in FILTER_OPTIONS:
             suite.add_argument(
                 f"--{name}",
@@ -253,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         return show_layout.main(options)
     if options.command == "explore":
         return _explore(options)
-    if options.command in ("run", "connectors"):
-        from matrix.case.shipped import CONNECTOR_CASES
+    if options.command in ("run", "connectors", "adequacy"):
+        from matrix.case.shipped import ADEQUACY_CASES, CONNECTOR_CASES
         from matrix.runner.command import run_command
 
         filters = [
@@ -265,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         pytest_args = [*filters, *(a for a in options.pytest_args if a != "--")]
         if options.command == "run":
             return run_command(pytest_args)
-        return run_command(pytest_args, CONNECTOR_CASES, "connectors")
+        folder = CONNECTOR_CASES if options.command == "connectors" else ADEQUACY_CASES
+        return run_command(pytest_args, folder, options.command)
     if options.command == "merge":
         from matrix.report import merge as merge_module
 

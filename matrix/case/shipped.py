@@ -15,9 +15,14 @@ FINDINGS = PACKAGE.parent / "docs" / "findings"
 PATCHES = FINDINGS / "patches"
 # In a clone: the connector axis's case files (python -m matrix connectors, docs/connectors.md).
 CONNECTOR_CASES = PACKAGE.parent / "connector_cases"
-# A suite: a folder of case files run as one (``run``, ``connectors``, ``sweep --cells``); its
-# name prefixes its reports' (``connectors-vllm-0.33.0.json``); the shipped cases' is "".
-SUITES = ("", "connectors", "sweep")
+# In a clone: the cases of behaviours the table cases do not reach, and of decisions at the
+# pools where they flip (python -m matrix adequacy, docs/cases.md); beyond the main job's
+# budget, they run in their own envs and count among the matrix's stock cells for mutants.
+ADEQUACY_CASES = PACKAGE.parent / "adequacy_cases"
+# A suite: a folder of case files run as one (``run``, ``connectors``, ``adequacy``, ``sweep
+# --cells``); its name prefixes its reports' (``connectors-vllm-0.33.0.json``); the shipped
+# cases' is "".
+SUITES = ("", "connectors", "adequacy", "sweep")
 
 
 def shipped_cases() -> Path:
