@@ -226,3 +226,11 @@ def test_a_reservation_mutant_decides_otherwise(adapter: Any, write_case: WriteC
     assert judge_run(run_cell(adapter, stock)).observed == "pass"
     verdict = judge_run(run_cell(Forgetful(adapter), stock))
     assert "decided otherwise than its twin" in verdict.detail, verdict.detail
+
+
+def test_every_suite_is_named_in_its_reports() -> None:
+    from matrix.case.shipped import SUITES
+    from matrix.report.info import SUITE_WORDS
+
+    assert set(SUITE_WORDS) == set(SUITES)
+    assert SUITE_WORDS["adequacy"] == ("the adequacy cases", "python -m matrix adequacy")

@@ -52,6 +52,7 @@ class RunInfo:
 SUITE_WORDS = {
     "": ("", "python -m matrix run"),
     "connectors": ("the connector cases", "python -m matrix connectors"),
+    "adequacy": ("the adequacy cases", "python -m matrix adequacy"),
     "sweep": ("the layout classes' cells", "python -m matrix sweep --cells"),
 }
 
