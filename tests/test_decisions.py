@@ -234,3 +234,18 @@ def test_every_suite_is_named_in_its_reports() -> None:
 
     assert set(SUITE_WORDS) == set(SUITES)
     assert SUITE_WORDS["adequacy"] == ("the adequacy cases", "python -m matrix adequacy")
+
+
+def test_scheduled_tokens_are_a_step_expectation(write_case: WriteCase) -> None:
+    from types import SimpleNamespace
+
+    from matrix.run.play_events import unmet_scheduling
+
+    state = SchedulerState((), 3)
+    played: Any = SimpleNamespace(records=[StepRecord(4, (("a", 8), ("b", 6)), state, 3)])
+    assert unmet_scheduling({"a": 8, "b": 6, "c": 0}, played, 4) is None
+    assert unmet_scheduling({"b": 8}, played, 4) == "at step 4: b scheduled 6 tokens, expected 8"
+    text = replaced(CONCURRENT, ("variants: [stock, all_groups]", "events: [{scheduled: {zz: 1}}]"))
+    with pytest.raises(CaseFileError) as caught:
+        cells_from_file(write_case(text))
+    assert "unknown requests: zz" in str(caught.value)

@@ -62,10 +62,14 @@ assert tuple(StateExpectation.model_fields) == get_args(StateName)
 
 
 class StepEvent(Strict):
-    """Run ``step`` scheduler steps (schedule + model output), then check ``expect``."""
+    """Run ``step`` scheduler steps (schedule + model output), then check ``expect``, and
+    ``scheduled``: the tokens each listed request was scheduled in the last of those steps (0:
+    not scheduled), which shows a decision a state cannot (a prefix hit's length, a chunk cut
+    by the step's budget)."""
 
     step: Annotated[int, Field(ge=1)] = 1  # bounded by limits.steps
     expect: StateExpectation | None = None
+    scheduled: dict[str, Annotated[int, Field(ge=0)]] | None = None
 
 
 class CompleteLoadEvent(Strict):
@@ -135,7 +139,7 @@ class Concurrency(Strict):
 def _event_kind(value: Any) -> str | None:
     if isinstance(value, dict):
         keys = [key for key in _KIND_OF_MODEL.values() if key in value]
-        return keys[0] if keys else ("step" if "expect" in value else None)
+        return keys[0] if keys else ("step" if "expect" in value or "scheduled" in value else None)
     return _KIND_OF_MODEL.get(type(value))
 
 
@@ -162,6 +166,7 @@ def named_requests(event: object) -> Sequence[str]:
         return event.fail_load
     if isinstance(event, CompleteLoadEvent):
         return event.complete_load
-    if isinstance(event, StepEvent) and event.expect is not None:
-        return sorted(event.expect.ids())
+    if isinstance(event, StepEvent):
+        named = event.expect.ids() if event.expect is not None else set()
+        return sorted(named | set(event.scheduled or ()))
     return ()

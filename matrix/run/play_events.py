@@ -30,6 +30,17 @@ def unmet_expectation(expect: StateExpectation, state: SchedulerState, step: int
     return None
 
 
+def unmet_scheduling(wanted: dict[str, int], playback: Playback, step: int) -> str | None:
+    """Which request was scheduled another number of tokens than a step's ``scheduled`` says
+    in the last step, in words, or None."""
+    scheduled = dict(playback.records[-1].scheduled) if playback.records else {}
+    for request_id, tokens in wanted.items():
+        actual = scheduled.get(request_id, 0)
+        if actual != tokens:
+            return f"at step {step}: {request_id} scheduled {actual} tokens, expected {tokens}"
+    return None
+
+
 def play(playback: Playback, events: list[Event]) -> tuple[StopReason, str]:
     """Plays the events; returns how the run stopped and the first unmet expectation, if any.
 
@@ -48,9 +59,11 @@ def play(playback: Playback, events: list[Event]) -> tuple[StopReason, str]:
         elif isinstance(event, StepEvent):
             for _ in range(event.step):
                 playback.step()
+            step = len(playback.records)
             if event.expect is not None and not unmet:
-                step = len(playback.records)
                 unmet = unmet_expectation(event.expect, playback.state(), step) or ""
+            if event.scheduled and not unmet:
+                unmet = unmet_scheduling(event.scheduled, playback, step) or ""
     # The schema allows a run only as the last event; without one, the run still ends
     # with a run, so every case is judged on whether its requests finish.
     last = events[-1] if events else None
