@@ -213,7 +213,7 @@ def test_a_run_s_steps_that_are_not_one_per_group_and_request_are_refused(
         (4, 3, "shard.group: 4 of 3, not 1 ... 3"),
         (1, 10_000_000, "shard.splits: 10,000,000 groups, not 1 ... 262,144"),
         (True, 1, "shard.group: True is not a whole number"),
-        (1, 1, "shard.suite: '../x' is not a suite ('connectors', 'sweep' or none)"),
+        (1, 1, "shard.suite: '../x' is not a suite ('connectors', 'adequacy', 'sweep' or none)"),
     ],
 )
 def test_a_shard_s_place_in_its_split_is_checked(
