@@ -24,9 +24,9 @@ from vllm.config import (
 from matrix.adapters.connectors import family_of
 from matrix.adapters.engine_options import model_runner
 from matrix.case.format import CaseFile
+from matrix.case.json_input import read_json
 from matrix.case.model_paths import ENGINE_CONFIG_DEFAULT, model_directory
 from matrix.case.parts import cache_block_size as groups_block_size
-from matrix.case.reading import read_json
 from matrix.frozen import fast_init
 
 EXTRA_CONFIG = "kv_connector_extra_config"

@@ -20,12 +20,12 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from matrix.case.config_numbers import number_problem
+from matrix.case.json_input import parse_json
 from matrix.case.reading import (
     CaseFileError,
     LoadedDocument,
     Location,
     dotted,
-    parse_json,
     read_text,
 )
 from matrix.case.strict import Strict

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matrix.case.reading import CaseFileError, read_json
+from matrix.case.json_input import read_json
+from matrix.case.reading import CaseFileError
 from matrix.mutate.results import MutationReport, SuiteInfo
 
 

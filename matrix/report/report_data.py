@@ -22,8 +22,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from matrix.case.connector import CONNECTOR_NAMES
 from matrix.case.expansion import CASE_ID
+from matrix.case.json_input import read_json
 from matrix.case.limits import MAX_REPORT_BYTES
-from matrix.case.reading import CaseFileError, read_json
+from matrix.case.reading import CaseFileError
 from matrix.case.shipped import SUITES
 from matrix.installed import Source
 from matrix.judge.cost import PoolCost

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from matrix.case.expansion import CASE_SUFFIXES
+from matrix.case.json_input import read_json
 from matrix.case.limits import MAX_REPORT_BYTES
 from matrix.case.model_paths import is_model_file
-from matrix.case.reading import CaseFileError, read_json
+from matrix.case.reading import CaseFileError
 from matrix.case.selection import CellFilter, selection_words
 from matrix.case.split import Part, RunFile, file_durations, files_of, run_files, selection_digest
 from matrix.items import variants_key
