@@ -20,6 +20,7 @@ from vllm.v1.kv_cache_interface import (
     KVCacheSpec,
     MambaSpec,
     MLAAttentionSpec,
+    SlidingWindowMLASpec,
     SlidingWindowSpec,
 )
 
@@ -43,6 +44,10 @@ def group_spec(group: Group, max_model_len: int, spec_tokens: int) -> KVCacheSpe
     attention = {"num_kv_heads": 2, "head_size": 16, "dtype": torch.float32}
     if group.kind == "full":
         return FullAttentionSpec(block_size=block_size, **attention)
+    if group.kind == "sliding_window" and group.bounded_replay:
+        return SlidingWindowMLASpec(
+            block_size=block_size, sliding_window=group.window, bounded_replay=True, **attention
+        )
     if group.kind == "sliding_window":
         return SlidingWindowSpec(block_size=block_size, sliding_window=group.window, **attention)
     if group.kind == "chunked_local":

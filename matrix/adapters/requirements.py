@@ -72,6 +72,14 @@ def release_mamba_modes() -> tuple[str, ...]:
     return typing.get_args(field.type) or ("none", "align")
 
 
+def release_has_bounded_replay() -> bool:
+    """Whether the installed release's ``SlidingWindowMLASpec`` has DeepSeek-V4.1's bounded
+    replay (0.31 on)."""
+    from vllm.v1.kv_cache_interface import SlidingWindowMLASpec
+
+    return "bounded_replay" in SlidingWindowMLASpec.__dataclass_fields__
+
+
 def required(use: Use) -> Requirement:
     """The requirement that ``use`` (an entry of the surface list) holds, in its words."""
     return Requirement(use.describe(), partial(holds, use))

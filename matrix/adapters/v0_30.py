@@ -25,6 +25,7 @@ from matrix.adapters.requirements import (
     missing_connector_options,
     missing_scheduler_settings,
     release_failure_policies,
+    release_has_bounded_replay,
     release_mamba_modes,
     required,
 )
@@ -122,6 +123,8 @@ class Vllm030:
                     f"vLLM {self.release} has no Mamba cache mode '{group.mamba_mode}' "
                     f"(it has: {', '.join(modes)})"
                 )
+        if any(group.bounded_replay for group in groups) and not release_has_bounded_replay():
+            return f"vLLM {self.release} has no bounded replay (a sliding_window's bounded_replay)"
         refusal = async_refusal(case)
         if refusal:
             return f"vLLM {self.release} cannot schedule this case asynchronously: {refusal}"

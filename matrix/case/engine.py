@@ -44,6 +44,9 @@ class Engine(Strict):
     # prefill leaves the step's budget to others.
     long_prefill_token_threshold: Annotated[int, Field(ge=0)] | None = None
     model_runner: Literal["v1", "v2"] | None = None
+    # --prefill-schedule-interval: a single engine admits prefill once every N steps, the steps
+    # between decode alone (0.33 on; earlier releases apply it only under data parallelism).
+    prefill_schedule_interval: Annotated[int, Field(ge=1)] | None = None
 
 
 # Accepted drafts per decode step of each request, the last value repeating; "all" and "none"

@@ -26,6 +26,9 @@ class Group(Strict):
     window: Annotated[int, Field(gt=0)] | None = None  # a sliding window or an attention chunk
     # "all" (cache every block's state) exists in 0.30 and 0.31 only; later releases skip it.
     mamba_mode: MambaMode | None = None
+    # DeepSeek-V4.1's sliding window (vLLM's SlidingWindowMLASpec with bounded_replay): never
+    # prefix-cached; after a hit the scheduler recomputes the hit's last window to rebuild it.
+    bounded_replay: bool = False
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Group:
@@ -38,6 +41,8 @@ class Group(Strict):
             raise ValueError("a mamba group needs 'mamba_mode' (none, align or all)")
         if self.kind != "mamba" and self.mamba_mode is not None:
             raise ValueError(f"'mamba_mode' is only for mamba groups, not {self.kind}")
+        if self.bounded_replay and self.kind != "sliding_window":
+            raise ValueError(f"'bounded_replay' is only for sliding_window groups, not {self.kind}")
         if self.block_size == "max_model_len" and self.kind != "mamba":
             raise ValueError("block_size 'max_model_len' is only for mamba groups")
         return self
