@@ -22,6 +22,7 @@ from vllm.v1.structured_output import StructuredOutputManager
 
 from matrix.adapters.accounting import block_account, blocks_by_group, group_labels
 from matrix.adapters.blueprint import blueprint
+from matrix.adapters.config import retention_setting
 from matrix.adapters.connectors import family_of
 from matrix.adapters.connectors.base import ConnectorSide
 from matrix.adapters.connectors.prefill import PrefillSide
@@ -61,8 +62,12 @@ class Handle(Reservation):
         groups = list(plan.groups)
         block_bytes = family.tensor_block_bytes()
         tensors = metadata_tensors(groups, pool, block_bytes) if block_bytes else []
+        # The engine's planner copies the retention interval from its cache config.
         kv_cache_config = KVCacheConfig(
-            num_blocks=pool, kv_cache_tensors=tensors, kv_cache_groups=groups
+            num_blocks=pool,
+            kv_cache_tensors=tensors,
+            kv_cache_groups=groups,
+            **retention_setting(case),
         )
         # The engine's choice of scheduler class (EngineCore picks it from the same setting).
         scheduler_class = AsyncScheduler if config.scheduler_config.async_scheduling else Scheduler

@@ -44,6 +44,10 @@ class Engine(Strict):
     # prefill leaves the step's budget to others.
     long_prefill_token_threshold: Annotated[int, Field(ge=0)] | None = None
     model_runner: Literal["v1", "v2"] | None = None
+    # --prefix-cache-retention-interval (vLLM 0.31+): which sliding-window and Mamba prefix-cache
+    # checkpoints are kept: every one ("dense", vLLM's None), only the replay boundary (0), or
+    # one per so many tokens. Unset: the KV cache config's own default (dense).
+    prefix_cache_retention_interval: Annotated[int, Field(ge=0)] | Literal["dense"] | None = None
 
 
 # Accepted drafts per decode step of each request, the last value repeating; "all" and "none"

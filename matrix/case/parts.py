@@ -26,6 +26,9 @@ class Group(Strict):
     window: Annotated[int, Field(gt=0)] | None = None  # a sliding window or an attention chunk
     # "all" (cache every block's state) exists in 0.30 and 0.31 only; later releases skip it.
     mamba_mode: MambaMode | None = None
+    # A Mamba layer that exports a state from inside a prefill chunk (vLLM 0.32+: MambaMixer2's
+    # spec, one prefill checkpoint block on a 1-token grid; read in align mode).
+    prefill_checkpoint: bool = False
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Group:
@@ -38,6 +41,8 @@ class Group(Strict):
             raise ValueError("a mamba group needs 'mamba_mode' (none, align or all)")
         if self.kind != "mamba" and self.mamba_mode is not None:
             raise ValueError(f"'mamba_mode' is only for mamba groups, not {self.kind}")
+        if self.kind != "mamba" and self.prefill_checkpoint:
+            raise ValueError(f"'prefill_checkpoint' is only for mamba groups, not {self.kind}")
         if self.block_size == "max_model_len" and self.kind != "mamba":
             raise ValueError("block_size 'max_model_len' is only for mamba groups")
         return self
