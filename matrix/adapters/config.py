@@ -45,6 +45,15 @@ def _prefix_caching(case: CaseFile) -> bool:
     return not any(g.kind == "mamba" and g.mamba_mode == "none" for g in case.groups)
 
 
+def retention_setting(case: CaseFile) -> dict[str, int | None]:
+    """The case's ``engine.prefix_cache_retention_interval`` as vLLM's ``CacheConfig`` and
+    ``KVCacheConfig`` take it ("dense" is their None); empty where the case leaves it unset."""
+    interval = case.engine.prefix_cache_retention_interval
+    if interval is None:
+        return {}
+    return {"prefix_cache_retention_interval": None if interval == "dense" else interval}
+
+
 def scheduler_settings(case: CaseFile) -> dict[str, Any]:
     """``SchedulerConfig`` arguments: the harness defaults, overridden by ``engine:``."""
     engine = case.engine
@@ -99,6 +108,7 @@ class EngineSettings:
     speculative: tuple[str, int] | None  # method, speculative tokens
     transfer: tuple[tuple[str, Any], ...]  # KVTransferConfig arguments
     model_runner: str | None = None  # engine.model_runner: v1, v2, or the release's own
+    cache: tuple[tuple[str, Any], ...] = ()  # CacheConfig arguments the case sets
 
 
 def engine_settings(case: CaseFile) -> EngineSettings:
@@ -118,6 +128,7 @@ def engine_settings(case: CaseFile) -> EngineSettings:
         speculative=(speculative.method, speculative.num_tokens) if speculative else None,
         transfer=tuple(sorted(_transfer_settings(case).items())),
         model_runner=case.engine.model_runner,
+        cache=tuple(sorted(retention_setting(case).items())),
     )
 
 
@@ -230,7 +241,9 @@ def build_vllm_config(settings: EngineSettings) -> VllmConfig:
         **dict(settings.scheduler),
     )
     cache = CacheConfig(
-        block_size=settings.block_size, enable_prefix_caching=settings.prefix_caching
+        block_size=settings.block_size,
+        enable_prefix_caching=settings.prefix_caching,
+        **dict(settings.cache),
     )
     if settings.mamba_mode is not None:
         cache.mamba_cache_mode = settings.mamba_mode

@@ -61,8 +61,14 @@ class Handle(Reservation):
         groups = list(plan.groups)
         block_bytes = family.tensor_block_bytes()
         tensors = metadata_tensors(groups, pool, block_bytes) if block_bytes else []
+        # The engine's planner copies the retention interval from its cache config (default 0:
+        # only the checkpoints that matter kept; KVCacheConfig's own default, None, keeps a
+        # sliding window's and Mamba's at every block, which changes what a prefill holds).
         kv_cache_config = KVCacheConfig(
-            num_blocks=pool, kv_cache_tensors=tensors, kv_cache_groups=groups
+            num_blocks=pool,
+            kv_cache_tensors=tensors,
+            kv_cache_groups=groups,
+            prefix_cache_retention_interval=config.cache_config.prefix_cache_retention_interval,
         )
         # The engine's choice of scheduler class (EngineCore picks it from the same setting).
         scheduler_class = AsyncScheduler if config.scheduler_config.async_scheduling else Scheduler

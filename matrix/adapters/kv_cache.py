@@ -58,12 +58,18 @@ def group_spec(group: Group, max_model_len: int, spec_tokens: int) -> KVCacheSpe
     if group.kind == "mla":
         return MLAAttentionSpec(block_size=block_size, **attention)
     # A Mamba layer's two states, conv and SSM (MoRIIO's hybrid transfer checks there are two).
+    checkpoint = (
+        {"num_prefill_checkpoint_blocks": 1, "prefill_checkpoint_alignment": 1}
+        if group.prefill_checkpoint
+        else {}
+    )
     return MambaSpec(
         block_size=block_size,
         shapes=((16,), (16,)),
         dtypes=(torch.float32, torch.float32),
         mamba_cache_mode=group.mamba_mode,
         num_speculative_blocks=spec_tokens,
+        **checkpoint,
     )
 
 

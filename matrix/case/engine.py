@@ -47,6 +47,10 @@ class Engine(Strict):
     # --prefill-schedule-interval: a single engine admits prefill once every N steps, the steps
     # between decode alone (0.33 on; earlier releases apply it only under data parallelism).
     prefill_schedule_interval: Annotated[int, Field(ge=1)] | None = None
+    # --prefix-cache-retention-interval (vLLM 0.31+): which sliding-window and Mamba prefix-cache
+    # checkpoints are kept: every one ("dense", vLLM's None), only the replay boundary (0), or
+    # one per so many tokens. Unset: the engine's default (0, as vLLM's CacheConfig has it).
+    prefix_cache_retention_interval: Annotated[int, Field(ge=0)] | Literal["dense"] | None = None
 
 
 # Accepted drafts per decode step of each request, the last value repeating; "all" and "none"

@@ -29,6 +29,9 @@ class Group(Strict):
     # DeepSeek-V4.1's sliding window (vLLM's SlidingWindowMLASpec with bounded_replay): never
     # prefix-cached; after a hit the scheduler recomputes the hit's last window to rebuild it.
     bounded_replay: bool = False
+    # A Mamba layer that exports a state from inside a prefill chunk (vLLM 0.32+: MambaMixer2's
+    # spec, one prefill checkpoint block on a 1-token grid; read in align mode).
+    prefill_checkpoint: bool = False
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Group:
@@ -43,6 +46,8 @@ class Group(Strict):
             raise ValueError(f"'mamba_mode' is only for mamba groups, not {self.kind}")
         if self.bounded_replay and self.kind != "sliding_window":
             raise ValueError(f"'bounded_replay' is only for sliding_window groups, not {self.kind}")
+        if self.kind != "mamba" and self.prefill_checkpoint:
+            raise ValueError(f"'prefill_checkpoint' is only for mamba groups, not {self.kind}")
         if self.block_size == "max_model_len" and self.kind != "mamba":
             raise ValueError("block_size 'max_model_len' is only for mamba groups")
         return self

@@ -70,7 +70,12 @@ def direct_loop(cell: Cell, pools: list[int]) -> list[bool]:
     hasher = get_request_block_hasher(hash_size, sha256)
     for pool in pools:
         config.cache_config.num_gpu_blocks = pool
-        kv = KVCacheConfig(num_blocks=pool, kv_cache_tensors=[], kv_cache_groups=groups)
+        kv = KVCacheConfig(
+            num_blocks=pool,
+            kv_cache_tensors=[],
+            kv_cache_groups=groups,
+            prefix_cache_retention_interval=config.cache_config.prefix_cache_retention_interval,
+        )
         scheduler: Any = Scheduler(
             config,
             kv,
