@@ -167,7 +167,8 @@ def stored_unread(cases: Sequence[Any]) -> PlacedError | None:
 
 def digest_exclusions(case: Any) -> dict[str, Any]:
     """What is left out of what identifies a case: its expectations, and the fields added since
-    the first cases (the connector's, a request's arrival) that a case holds at their
+    the first cases (the connector's, a request's arrival and priority, the queue settings)
+    that a case holds at their
     defaults, so a case that says nothing of them keeps the digest it had before they
     existed."""
     # What a case expects is not what it runs: a release's own expectations (when: {release:
@@ -179,6 +180,13 @@ def digest_exclusions(case: Any) -> dict[str, Any]:
         excluded["connector_options"] = True
     if case.workload is None:
         excluded["workload"] = True
+    unset = {
+        name
+        for name in ("policy", "prefill_schedule_interval")
+        if getattr(case.engine, name) is None
+    }
+    if unset:
+        excluded["engine"] = unset
     defaults = {
         index: {
             name
@@ -186,6 +194,7 @@ def digest_exclusions(case: Any) -> dict[str, Any]:
                 ("stored", None),
                 ("complete_store_after", 1),
                 ("arrive_after", 0),
+                ("priority", 0),
             )
             if getattr(request, name) == default
         }

@@ -44,6 +44,12 @@ class Engine(Strict):
     # prefill leaves the step's budget to others.
     long_prefill_token_threshold: Annotated[int, Field(ge=0)] | None = None
     model_runner: Literal["v1", "v2"] | None = None
+    # The waiting queues' order (--scheduling-policy): first come first served, or by each
+    # request's ``priority`` (lower first), arrival breaking ties.
+    policy: Literal["fcfs", "priority"] | None = None
+    # --prefill-schedule-interval: prefill admitted once every N steps while requests decode
+    # (applied by the scheduler itself from 0.33; a data-parallel engine's core before).
+    prefill_schedule_interval: Annotated[int, Field(ge=1, le=1000)] | None = None
 
 
 # Accepted drafts per decode step of each request, the last value repeating; "all" and "none"
