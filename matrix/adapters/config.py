@@ -71,6 +71,7 @@ def scheduler_settings(case: CaseFile) -> dict[str, Any]:
         "watermark": engine.watermark,
         "scheduler_reserve_full_isl": engine.scheduler_reserve_full_isl,
         "long_prefill_token_threshold": engine.long_prefill_token_threshold,
+        "policy": engine.policy,
         "prefill_schedule_interval": engine.prefill_schedule_interval,
     }
     settings.update({key: value for key, value in chosen.items() if value is not None})

@@ -135,7 +135,7 @@ class Handle(Reservation):
             params.extra_args = {"kv_transfer_params": transfer}
         prompt = self.prompt_of(spec)
         self._prompts[spec.id] = prompt
-        self.submit(spec.id, prompt, params)
+        self.submit(spec.id, prompt, params, spec.priority)
         self._known.append(spec.id)
 
     def prompt_of(self, spec: RequestSpec) -> list[int]:
@@ -149,7 +149,9 @@ class Handle(Reservation):
             prompt[: spec.prefix.tokens] = of[: spec.prefix.tokens]
         return prompt
 
-    def request_of(self, request_id: str, prompt: list[int], params: SamplingParams) -> Request:
+    def request_of(
+        self, request_id: str, prompt: list[int], params: SamplingParams, priority: int = 0
+    ) -> Request:
         """vLLM's request, as ``EngineCore`` makes it (its block hashes computed), arriving
         after every request made before it: the scheduler orders queues by arrival time (0.34
         picks between its two waiting queues by it), and the wall clock may give two requests
@@ -161,6 +163,7 @@ class Handle(Reservation):
             sampling_params=params,
             pooling_params=None,
             arrival_time=float(self._arrivals),
+            priority=priority,
             block_hasher=self._block_hasher,
         )
 
@@ -175,9 +178,11 @@ class Handle(Reservation):
         """A request's own prompt (before any shared prefix is copied in)."""
         return distinct_prompt(request_id, length)
 
-    def submit(self, request_id: str, prompt: list[int], params: SamplingParams) -> None:
+    def submit(
+        self, request_id: str, prompt: list[int], params: SamplingParams, priority: int = 0
+    ) -> None:
         """Hands the request to the scheduler, as ``EngineCore.add_request`` does."""
-        self.scheduler.add_request(self.request_of(request_id, prompt, params))
+        self.scheduler.add_request(self.request_of(request_id, prompt, params, priority))
 
     def scheduler_request_id(self, request_id: str) -> str:
         """The id the scheduler knows the case's request by."""

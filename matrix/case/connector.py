@@ -167,8 +167,9 @@ def stored_unread(cases: Sequence[Any]) -> PlacedError | None:
 
 def digest_exclusions(case: Any) -> dict[str, Any]:
     """What is left out of what identifies a case: its expectations, and the fields added since
-    the first cases (the connector's, a request's arrival) that a case holds at their
-    defaults, so a case that says nothing of them keeps the digest it had before they
+    the first cases (the connector's, a request's arrival and priority, the queue and
+    retention settings, a group's bounded replay and prefill checkpoint) that a case holds at
+    their defaults, so a case that says nothing of them keeps the digest it had before they
     existed."""
     # What a case expects is not what it runs: a release's own expectations (when: {release:
     # ...}) must not keep its cells from being compared with another release's.
@@ -179,6 +180,13 @@ def digest_exclusions(case: Any) -> dict[str, Any]:
         excluded["connector_options"] = True
     if case.workload is None:
         excluded["workload"] = True
+    unset = {
+        name
+        for name in ("policy", "prefill_schedule_interval", "prefix_cache_retention_interval")
+        if getattr(case.engine, name) is None
+    }
+    if unset:
+        excluded["engine"] = unset
     defaults = {
         index: {
             name
@@ -186,6 +194,7 @@ def digest_exclusions(case: Any) -> dict[str, Any]:
                 ("stored", None),
                 ("complete_store_after", 1),
                 ("arrive_after", 0),
+                ("priority", 0),
             )
             if getattr(request, name) == default
         }
@@ -193,4 +202,10 @@ def digest_exclusions(case: Any) -> dict[str, Any]:
     }
     if any(defaults.values()):
         excluded["requests"] = {i: fields for i, fields in defaults.items() if fields}
+    plain_groups = {
+        index: {name for name in ("bounded_replay", "prefill_checkpoint") if not getattr(g, name)}
+        for index, g in enumerate(case.groups)
+    }
+    if any(plain_groups.values()):
+        excluded["groups"] = {i: fields for i, fields in plain_groups.items() if fields}
     return excluded

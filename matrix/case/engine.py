@@ -44,9 +44,12 @@ class Engine(Strict):
     # prefill leaves the step's budget to others.
     long_prefill_token_threshold: Annotated[int, Field(ge=0)] | None = None
     model_runner: Literal["v1", "v2"] | None = None
-    # --prefill-schedule-interval: a single engine admits prefill once every N steps, the steps
-    # between decode alone (0.33 on; earlier releases apply it only under data parallelism).
-    prefill_schedule_interval: Annotated[int, Field(ge=1)] | None = None
+    # The waiting queues' order (--scheduling-policy): first come first served, or by each
+    # request's ``priority`` (lower first), arrival breaking ties.
+    policy: Literal["fcfs", "priority"] | None = None
+    # --prefill-schedule-interval: prefill admitted once every N steps while requests decode
+    # (applied by the scheduler itself from 0.33; a data-parallel engine's core before).
+    prefill_schedule_interval: Annotated[int, Field(ge=1, le=1000)] | None = None
     # --prefix-cache-retention-interval (vLLM 0.31+): which sliding-window and Mamba prefix-cache
     # checkpoints are kept: every one ("dense", vLLM's None), only the replay boundary (0), or
     # one per so many tokens. Unset: the engine's default (0, as vLLM's CacheConfig has it).

@@ -111,6 +111,9 @@ class RequestSpec(Strict):
     # many steps after the scheduler issues a store of this request the worker reports it.
     stored: Stored | None = None
     complete_store_after: Annotated[int, Field(ge=1, le=1000)] = 1
+    # The request's priority (lower first), which orders the queues under engine.policy
+    # "priority"; vLLM takes it under either policy.
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
 
     def prompt_tokens(self) -> int:
         """The prompt's length (one given in blocks is counted out by the adapters first)."""

@@ -59,10 +59,12 @@ class LiveHandle(Handle):
         """The live prompt: ends in a run of the sampled token (see ``layout``)."""
         return live_tokens(request_id, length)
 
-    def submit(self, request_id: str, prompt: list[int], params: SamplingParams) -> None:
+    def submit(
+        self, request_id: str, prompt: list[int], params: SamplingParams, priority: int = 0
+    ) -> None:
         """Through the engine, which gives the request its own id."""
         self.engine_ids[request_id] = self.live.llm.add_request(
-            request_id, {"prompt_token_ids": prompt}, params
+            request_id, {"prompt_token_ids": prompt}, params, priority=priority
         )
 
     def scheduler_request_id(self, request_id: str) -> str:

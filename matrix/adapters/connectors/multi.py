@@ -14,7 +14,9 @@ from vllm.distributed.kv_transfer.kv_connector.v1.multi_connector import (
 from vllm.v1.outputs import KVConnectorOutput
 
 from matrix.adapters.connectors.base import ConnectorFamily, ConnectorSide
+from matrix.adapters.connectors.prefill import PrefillFamily
 from matrix.case.connector import children_of
+from matrix.case.events import FailLoadEvent
 from matrix.case.format import CaseFile
 from matrix.case.parts import RequestSpec
 
@@ -77,6 +79,21 @@ class MultiSide:
             child.hold_stores(delay)
 
 
+def _failures_are_prefills(
+    case: CaseFile, before: list[ConnectorFamily], child: ConnectorFamily
+) -> bool:
+    """Whether ``child`` refuses ``case`` only for its failed loads and failure policy, and
+    every failed load is an ``async_load`` request a prefill child in ``before`` loads."""
+    if not any(isinstance(family, PrefillFamily) for family in before):
+        return False
+    failing = {r for e in case.events if isinstance(e, FailLoadEvent) for r in e.fail_load}
+    if not all(spec.async_load for spec in case.requests if spec.id in failing):
+        return False
+    events = [e for e in case.events if not isinstance(e, FailLoadEvent)]
+    engine = case.engine.model_copy(update={"kv_load_failure_policy": None})
+    return child.unsupported(case.model_copy(update={"events": events, "engine": engine})) is None
+
+
 class _WithMetadata:
     """A scheduler output as one child sees it: its own metadata."""
 
@@ -115,10 +132,14 @@ class Multi:
         }
 
     def unsupported(self, case: CaseFile) -> str | None:
-        """A child's reason, named."""
-        for child in self.children(case):
+        """A child's reason, named. A tier child without a load-failure path does not refuse
+        failed loads that a prefill child before it loads: vLLM gives a request to the first
+        child with a hit, and a prefill child has the whole prompt of every ``async_load``
+        request."""
+        children = self.children(case)
+        for index, child in enumerate(children):
             reason = child.unsupported(case)
-            if reason:
+            if reason and not _failures_are_prefills(case, children[:index], child):
                 return f"MultiConnector's child {child.name}: {reason}"
         return None
 
