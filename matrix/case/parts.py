@@ -101,6 +101,9 @@ class RequestSpec(Strict):
     # many steps after the scheduler issues a store of this request the worker reports it.
     stored: Stored | None = None
     complete_store_after: Annotated[int, Field(ge=1, le=1000)] = 1
+    # vLLM's SamplingParams.skip_reading_prefix_cache (what prompt logprobs turn on): the
+    # request reads no prefix cache, local or the connector's.
+    skip_reading_prefix_cache: bool = False
 
     def prompt_tokens(self) -> int:
         """The prompt's length (one given in blocks is counted out by the adapters first)."""
