@@ -95,10 +95,10 @@ def test_the_connector_is_in_the_id_of_other_connectors_only(write_case: WriteCa
 
 
 def test_a_case_naming_no_connector_keeps_its_digest(write_case: WriteCase) -> None:
-    """The connector's fields, a workload's and a request's arrival at their defaults are left
-    out of the digest: the same case without any of them digests as it did before they existed
-    (a dump without them), what it expects aside (left out since releases may expect
-    differently)."""
+    """The connector's fields, a workload's, a request's arrival and its prefix-cache reading at
+    their defaults are left out of the digest: the same case without any of them digests as it
+    did before they existed (a dump without them), what it expects aside (left out since
+    releases may expect differently)."""
     cell = cells_from_file(
         write_case(PROBE.replace("connector: nixl\n", "").replace(", stored: {tokens: 64}", ""))
     )[0]
@@ -110,7 +110,9 @@ def test_a_case_naming_no_connector_keeps_its_digest(write_case: WriteCase) -> N
             "connector": True,
             "connector_options": True,
             "workload": True,
-            "requests": {0: {"stored", "complete_store_after", "arrive_after"}},
+            "requests": {
+                0: {"stored", "complete_store_after", "arrive_after", "skip_reading_prefix_cache"}
+            },
         }
     )
     assert definition.identity_json() == old

@@ -153,6 +153,31 @@ def test_a_shared_prefix_is_a_local_hit(adapter: Any, write_case: WriteCase) -> 
     assert handle.accounting().missing() == 0
 
 
+def test_a_request_skipping_the_prefix_cache_reads_none(
+    adapter: Any, write_case: WriteCase
+) -> None:
+    """``skip_reading_prefix_cache`` reaches vLLM's sampling parameters: b shares a's cached
+    prompt, but reads none of it and computes its whole prompt."""
+    text = replaced(
+        ONE_GROUP,
+        ("{id: a, prompt: 16, max_tokens: 8}", "{id: a, prompt: 16, async_load: false}"),
+        (
+            "{id: b, prompt: 12, max_tokens: 4}",
+            "{id: b, prompt: 24, prefix: {of: a, tokens: 16}, async_load: false,"
+            " skip_reading_prefix_cache: true}",
+        ),
+    )
+    case = case_of(write_case(text))
+    handle = adapter.build(case, 24)
+    for request in case.requests:
+        handle.add_request(request)
+    handle.step(set())
+    assert handle.scheduler.requests["b"].sampling_params.skip_reading_prefix_cache
+    manager = handle.scheduler.kv_cache_manager
+    held = {rid: set(manager.get_block_ids(rid)[0]) for rid in ("a", "b")}
+    assert not held["a"] & held["b"]  # with the flag off, b holds a's blocks
+
+
 @pytest.mark.parametrize(
     ("setting", "words"),
     [

@@ -106,6 +106,72 @@ def test_a_load_scheduled_before_its_report_is_a_violation(
     assert "scheduled before the worker reported its load" in outcome.diagnosis
 
 
+# A hit loaded within the step (OffloadingConnector's sync_load_budget_bytes, vLLM 0.33 on): s's
+# 8 tokens (2,048 bytes here) fit the budget, g's 32 do not and load asynchronously.
+SYNC_LOAD = """\
+name: sync_load
+groups:
+  - {kind: full, block_size: 4}
+connector: offloading
+connector_options: {block_size: 4, sync_load_budget_bytes: 4096}
+pool: 40
+requests:
+  - {id: s, prompt: 12, stored: {tokens: 8}, max_tokens: 3}
+  - {id: g, prompt: 40, stored: {tokens: 32}, max_tokens: 3}
+"""
+
+
+def flag_sync_loads(value: bool) -> Callable[[Any], None]:
+    """A patch: the scheduler's every output says ``has_sync_kv_loads = value``."""
+
+    def patch(scheduler: Any) -> None:
+        schedule = scheduler.schedule
+
+        def schedule_flagged(*args: Any, **kwargs: Any) -> Any:
+            output = schedule(*args, **kwargs)
+            output.has_sync_kv_loads = value
+            return output
+
+        scheduler.schedule = schedule_flagged
+
+    return patch
+
+
+def needs_sync_loads() -> None:
+    from matrix.adapters.requirements import missing_connector_options
+
+    if missing_connector_options("offloading", ["sync_load_budget_bytes"]):
+        pytest.skip("OffloadingConnector's sync_load_budget_bytes came with vLLM 0.33")
+
+
+def test_stock_flags_its_sync_loads(adapter: Any, write_case: WriteCase) -> None:
+    needs_sync_loads()
+    trace = run_pool(adapter, load_case_file(write_case(SYNC_LOAD))[1], "stock", 40)
+    assert trace.stopped == "finished" and trace.protocol == ""
+    assert ("s", 4) in trace.steps[0].scheduled  # loaded within the step, scheduled at once
+
+
+def test_a_sync_load_unflagged_is_a_violation(adapter: Any, write_case: WriteCase) -> None:
+    # The worker would start s's load after the forward that reads its KV.
+    needs_sync_loads()
+    outcome = classify_run(run_patched(adapter, write_case(SYNC_LOAD), flag_sync_loads(False)))
+    assert outcome.kind == "protocol", outcome
+    assert "s scheduled with a synchronous KV load, but has_sync_kv_loads is false" in (
+        outcome.diagnosis
+    )
+
+
+def test_a_sync_flag_without_a_sync_load_is_a_violation(
+    adapter: Any, write_case: WriteCase
+) -> None:
+    # Only async loads: the flag would put their submission before the forward.
+    outcome = classify_run(run_patched(adapter, write_case(TWO_LOADS), flag_sync_loads(True)))
+    assert outcome.kind == "protocol", outcome
+    assert "has_sync_kv_loads is true, but no request scheduled loads synchronously" in (
+        outcome.diagnosis
+    )
+
+
 def batch(new: tuple[str, ...] = (), cached: tuple[str, ...] = (), resumed: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
     """A scheduler output as the runner reads it: new and cached requests, one token each."""
     return SimpleNamespace(

@@ -130,6 +130,8 @@ class Handle(Reservation):
         """Adds the request as the engine would, with the connector's parameters if it loads
         from a prefill instance (NIXL's remote prefill)."""
         params = self.sampling_params(spec.max_tokens)
+        if spec.skip_reading_prefix_cache:  # read when the request is built
+            params.skip_reading_prefix_cache = True
         transfer = self.side.transfer_params(spec)
         if transfer is not None:
             params.extra_args = {"kv_transfer_params": transfer}

@@ -17,6 +17,12 @@ runner that receives it: the runner's side of the contract the block accounting 
   admission (``update_state_after_alloc``), so the check runs once per admission.
 - **Loaded before it runs.** A request admitted as an async load is not scheduled before the
   worker reported its load finished or failed.
+- **Synchronous loads before the forward.** The output's ``has_sync_kv_loads`` says whether a
+  request it schedules consumes KV the connector loads within the step (``load_async``
+  false): the worker starts the step's loads before the forward only then, and after it
+  otherwise, off the critical path (``pre_forward`` in vLLM's ``v1/worker/gpu/kv_connector.py``).
+  Unset, the forward reads KV not yet loaded; set without one, every async load's
+  submission waits on the forward's launch.
 - **Computed tokens have KV.** A request the runner takes anew (new, or resumed) with tokens
   already computed holds, in every full-attention group, blocks whose KV exists for them:
   blocks from the prefix cache (cached before this step, by any request), the blocks its own
@@ -130,9 +136,17 @@ class RunnerProtocol:
         """The first thing in the scheduler output ``output`` a runner would refuse, in
         words, or ``""``; then takes the batch as the runner does."""
         synced = {request.request_id for request, _ in self.told}
-        problem = self._admissions() if self.told else ""
-        requests = self.scheduler.requests
         scheduled = output.num_scheduled_tokens
+        sync_loads = sorted(
+            request.request_id
+            for request, _ in self.told
+            if request.status != RequestStatus.WAITING_FOR_REMOTE_KVS
+            and request.request_id in scheduled
+        )
+        problem = self._admissions() if self.told else ""
+        if not problem:
+            problem = self._sync_flag(output, sync_loads)
+        requests = self.scheduler.requests
         early = self.awaited.intersection(scheduled)
         if early and not problem:
             problem = f"{min(early)} scheduled before the worker reported its load"
@@ -170,6 +184,23 @@ class RunnerProtocol:
             self.held.pop(request_id, None)
         self.cached_now.clear()
         return problem
+
+    @staticmethod
+    def _sync_flag(output: Any, sync_loads: list[str]) -> str:
+        """Whether the output's ``has_sync_kv_loads`` is true exactly when it schedules a
+        request whose load the connector makes within the step."""
+        flagged = getattr(output, "has_sync_kv_loads", None)
+        if flagged is None or flagged == bool(sync_loads):
+            return ""
+        if sync_loads:
+            return (
+                f"{sync_loads[0]} scheduled with a synchronous KV load, but has_sync_kv_loads "
+                "is false: the worker would start the load after the forward that reads it"
+            )
+        return (
+            "has_sync_kv_loads is true, but no request scheduled loads synchronously: the "
+            "worker would start the step's async loads before the forward"
+        )
 
     def _cached(self, request_id: str, preemptions: int, resumed: bool) -> str:
         if request_id not in self.held:

@@ -195,6 +195,7 @@ def digest_exclusions(case: Any) -> dict[str, Any]:
                 ("complete_store_after", 1),
                 ("arrive_after", 0),
                 ("priority", 0),
+                ("skip_reading_prefix_cache", False),
             )
             if getattr(request, name) == default
         }

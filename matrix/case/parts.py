@@ -114,6 +114,9 @@ class RequestSpec(Strict):
     # The request's priority (lower first), which orders the queues under engine.policy
     # "priority"; vLLM takes it under either policy.
     priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+    # vLLM's SamplingParams.skip_reading_prefix_cache (what prompt logprobs turn on): the
+    # request reads no prefix cache, local or the connector's.
+    skip_reading_prefix_cache: bool = False
 
     def prompt_tokens(self) -> int:
         """The prompt's length (one given in blocks is counted out by the adapters first)."""
