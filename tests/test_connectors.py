@@ -95,7 +95,8 @@ def test_the_connector_is_in_the_id_of_other_connectors_only(write_case: WriteCa
 
 
 def test_a_case_naming_no_connector_keeps_its_digest(write_case: WriteCase) -> None:
-    """The connector's fields, a workload's, a request's arrival and its prefix-cache reading at
+    """The connector's fields, a workload's, a request's arrival, priority and prefix-cache
+    reading, the queue and retention settings and a group's replay and checkpoint options at
     their defaults are left out of the digest: the same case without any of them digests as it
     did before they existed (a dump without them), what it expects aside (left out since
     releases may expect differently)."""
@@ -111,7 +112,18 @@ def test_a_case_naming_no_connector_keeps_its_digest(write_case: WriteCase) -> N
             "connector_options": True,
             "workload": True,
             "requests": {
-                0: {"stored", "complete_store_after", "arrive_after", "skip_reading_prefix_cache"}
+                0: {
+                    "stored",
+                    "complete_store_after",
+                    "arrive_after",
+                    "skip_reading_prefix_cache",
+                    "priority",
+                }
+            },
+            "engine": {"policy", "prefill_schedule_interval", "prefix_cache_retention_interval"},
+            "groups": {
+                0: {"bounded_replay", "prefill_checkpoint"},
+                1: {"bounded_replay", "prefill_checkpoint"},
             },
         }
     )

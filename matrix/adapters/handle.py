@@ -22,6 +22,7 @@ from vllm.v1.structured_output import StructuredOutputManager
 
 from matrix.adapters.accounting import block_account, blocks_by_group, group_labels
 from matrix.adapters.blueprint import blueprint
+from matrix.adapters.config import retention_setting
 from matrix.adapters.connectors import family_of
 from matrix.adapters.connectors.base import ConnectorSide
 from matrix.adapters.connectors.prefill import PrefillSide
@@ -61,14 +62,15 @@ class Handle(Reservation):
         groups = list(plan.groups)
         block_bytes = family.tensor_block_bytes()
         tensors = metadata_tensors(groups, pool, block_bytes) if block_bytes else []
-        # The engine's planner copies the retention interval from its cache config (default 0:
-        # only the checkpoints that matter kept; KVCacheConfig's own default, None, keeps a
-        # sliding window's and Mamba's at every block, which changes what a prefill holds).
+        # The engine's planner copies the retention interval from its cache config, whose
+        # default is 0; unset, the harness keeps KVCacheConfig's own default (None: every
+        # block's checkpoint kept), as every release's verdicts were recorded with. Moving to 0
+        # changes tier connectors' hits (docs/cases.md, engine keys): not yet re-recorded.
         kv_cache_config = KVCacheConfig(
             num_blocks=pool,
             kv_cache_tensors=tensors,
             kv_cache_groups=groups,
-            prefix_cache_retention_interval=config.cache_config.prefix_cache_retention_interval,
+            **retention_setting(case),
         )
         # The engine's choice of scheduler class (EngineCore picks it from the same setting).
         scheduler_class = AsyncScheduler if config.scheduler_config.async_scheduling else Scheduler

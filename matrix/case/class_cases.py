@@ -105,7 +105,7 @@ def _groups(groups: tuple[ClassGroup, ...], mode: str | None) -> list[dict[str, 
     attention = [g.block_size for g in groups if g.kind != "mamba" and g.block_size]
     written = []
     for group in groups:
-        data = group.as_group().model_dump(exclude_none=True)
+        data = group.as_group().model_dump(exclude_none=True, exclude_defaults=True)
         if group.kind == "mamba":
             data["mamba_mode"] = mode
             block = attention[0] if attention else 16

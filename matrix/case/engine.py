@@ -52,7 +52,7 @@ class Engine(Strict):
     prefill_schedule_interval: Annotated[int, Field(ge=1, le=1000)] | None = None
     # --prefix-cache-retention-interval (vLLM 0.31+): which sliding-window and Mamba prefix-cache
     # checkpoints are kept: every one ("dense", vLLM's None), only the replay boundary (0), or
-    # one per so many tokens. Unset: the engine's default (0, as vLLM's CacheConfig has it).
+    # one per so many tokens. Unset: KVCacheConfig's own default (dense; an engine's is 0).
     prefix_cache_retention_interval: Annotated[int, Field(ge=0)] | Literal["dense"] | None = None
 
 

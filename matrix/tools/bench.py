@@ -70,12 +70,7 @@ def direct_loop(cell: Cell, pools: list[int]) -> list[bool]:
     hasher = get_request_block_hasher(hash_size, sha256)
     for pool in pools:
         config.cache_config.num_gpu_blocks = pool
-        kv = KVCacheConfig(
-            num_blocks=pool,
-            kv_cache_tensors=[],
-            kv_cache_groups=groups,
-            prefix_cache_retention_interval=config.cache_config.prefix_cache_retention_interval,
-        )
+        kv = KVCacheConfig(num_blocks=pool, kv_cache_tensors=[], kv_cache_groups=groups)
         scheduler: Any = Scheduler(
             config,
             kv,
