@@ -147,3 +147,31 @@ def test_the_deadline_is_checked_on_the_injected_clock() -> None:
     ):
         deadline = next(ticks) + 150.0  # as run_cell sets it: now + limits.seconds
         run(ScriptedHandle([RUNNING] * 50), deadline=deadline, clock=lambda: float(next(ticks)))
+
+
+@dataclass
+class ArrivalsHandle(ScriptedHandle):
+    """A scripted handle that keeps the requests handed to it."""
+
+    added: list[str] = field(default_factory=list)
+
+    def add_request(self, spec: RequestSpec) -> None:
+        self.added.append(spec.id)
+
+
+def test_a_request_due_when_the_rest_has_finished_still_arrives() -> None:
+    """a finishes in one step; b arrives after one step, before the second: the run goes on
+    to hand it over, where it used to end with b never sent (and the cell passed)."""
+    late = CASE.model_copy(
+        update={
+            "requests": [
+                RequestSpec(id="a", prompt=8),
+                RequestSpec(id="b", prompt=8, arrive_after=1),
+            ]
+        }
+    )
+    handle = ArrivalsHandle([RUNNING, FINISHED])
+    playback = Playback(handle, late)  # type: ignore[arg-type]
+    play(playback, list(late.events))
+    assert handle.added == ["b"]
+    assert len(playback.records) >= 2

@@ -84,6 +84,8 @@ class Playback:
     _facts_read: tuple[set[str], set[str], bool] = field(init=False, repr=False)
     # The block account after the last step (None before one, or after an abort).
     _last_account: BlockAccount | None = field(default=None, init=False, repr=False)
+    # The late requests (``arrive_after``) handed to the scheduler so far.
+    _arrived: set[str] = field(default_factory=set, init=False, repr=False)
 
     def state(self) -> SchedulerState:
         """The scheduler's state after the last recorded step, or before the first."""
@@ -136,15 +138,17 @@ class Playback:
         return (unreported & (self.completions_requested | due)) - failing, failing
 
     def _pending(self) -> list[RequestSpec]:
-        """The requests still to arrive (``arrive_after`` more steps than have run)."""
-        return [r for r in self.case.requests if r.arrive_after > len(self.records)]
+        """The late requests not handed to the scheduler yet: one due after as many steps as
+        have run arrives before the next, so a run must not end before it."""
+        return [r for r in self.case.requests if r.arrive_after and r.id not in self._arrived]
 
     def _arrive(self) -> None:
         """The requests whose time has come reach the scheduler, before the step."""
         step = len(self.records)
-        for request in self.case.requests:
-            if request.arrive_after and request.arrive_after == step:
+        for request in self._pending():
+            if request.arrive_after <= step:
                 self.handle.add_request(request)
+                self._arrived.add(request.id)
                 self._before_first_step = None
 
     def step(self, record: bool = True) -> None:
