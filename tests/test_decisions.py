@@ -97,6 +97,10 @@ def test_promoted_is_a_loaded_request_out_of_its_load_state() -> None:
     assert unmet_expectation(StateExpectation(promoted=["b"]), state, 2) == (
         "after step 2: b is loaded, expected promoted"
     )
+    # A request still to arrive (arrive_after) is named so, never a KeyError.
+    assert unmet_expectation(StateExpectation(waiting=["late"]), state, 2) == (
+        "after step 2: late has not arrived yet, expected waiting"
+    )
 
 
 CONCURRENT = """\

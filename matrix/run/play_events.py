@@ -24,6 +24,8 @@ def unmet_expectation(expect: StateExpectation, state: SchedulerState, step: int
     by_id = {r.request_id: r for r in state.requests}
     for wanted, request_ids in expect.by_state().items():
         for request_id in request_ids:
+            if request_id not in by_id:  # arrive_after: not handed to the scheduler yet
+                return f"after step {step}: {request_id} has not arrived yet, expected {wanted}"
             actual = state_name(by_id[request_id])
             if actual != wanted and actual not in ACCEPTED.get(wanted, ()):
                 return f"after step {step}: {request_id} is {actual}, expected {wanted}"
