@@ -18,6 +18,9 @@ class Release:
 
     adapter: str  # "module:class"
     ships: BuiltInVariant
+    # The waiting-request admission around the reservation: a variant patched into a release of
+    # another admission meets other code than the stock it is held to (fidelity.py).
+    admission: str = "one waiting queue"
 
 
 # Known releases (major.minor), oldest first. Each adapter subclasses the previous one and
@@ -27,7 +30,11 @@ RELEASES: dict[str, Release] = {
     "0.31": Release("matrix.adapters.v0_31:Vllm031", ships="original"),
     "0.32": Release("matrix.adapters.v0_32:Vllm032", ships="fixed"),
     "0.33": Release("matrix.adapters.v0_32:Vllm032", ships="fixed"),  # same scheduler shape
-    "0.34": Release("matrix.adapters.v0_34:Vllm034", ships="fixed"),
+    "0.34": Release(
+        "matrix.adapters.v0_34:Vllm034",
+        ships="fixed",
+        admission="two waiting queues, loads-only steps, parked loads",
+    ),
 }
 
 

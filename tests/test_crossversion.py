@@ -243,3 +243,16 @@ def test_a_dev_report_sits_beside_the_release_it_shares_a_version_with(reports: 
     )
     assert main([reports], reports / "out") == 0
     assert "changed" in (reports / "out" / "cross-version.md").read_text()
+
+
+def test_a_check_across_admissions_is_shown_not_failed() -> None:
+    """0.34 admits waiting requests by other code than 0.30-0.33 (two queues, loads-only steps,
+    parked loads): a variant patched into one and held to the other's stock meets code outside
+    the reservation that differs, so its differences are listed, never a failure; a check
+    within one admission stays strict."""
+    across = FidelityCheck("fixed", patched_into="0.34", stock_of="0.33")
+    within = FidelityCheck("fixed", patched_into="0.32", stock_of="0.33")
+    itself = FidelityCheck("fixed", patched_into="0.34", stock_of="0.34")
+    assert across.across_admissions and across.informational and not across.across_releases
+    assert not within.informational and within.across_releases
+    assert not itself.informational and not itself.across_releases
