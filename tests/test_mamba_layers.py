@@ -68,9 +68,12 @@ def test_the_layer_class_is_the_one_the_model_module_names(adapter: Any) -> None
 
 
 @needs_vllm
-def test_the_align_layout_reports_the_checkpoint_block(adapter: Any) -> None:
+def test_show_layout_reports_the_checkpoint_block_in_align_mode(adapter: Any) -> None:
     from tests.test_models import layout
 
     report = layout("nemotron-nano-9b-v2", mamba_mode="align")
     mamba = [g for g in report["groups"] if g["kind"] == "mamba"]
     assert {g["prefill_checkpoint_blocks"] for g in mamba} == {int(mamba2_checkpoints())}
+    # In mode none the spec keeps the field, but nothing in vLLM reads it: none is shown.
+    report = layout("nemotron-nano-9b-v2", mamba_mode="none")
+    assert {g["prefill_checkpoint_blocks"] for g in report["groups"]} == {0}
