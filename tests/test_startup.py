@@ -10,6 +10,7 @@ import pytest
 from matrix.case.loading import load_case_file
 from matrix.run.fit import measure_fit
 from tests.helpers import WriteCase, needs_vllm
+from tests.test_mamba_layers import mamba2_checkpoints
 
 pytestmark = needs_vllm
 
@@ -57,11 +58,14 @@ def test_a_described_model_is_sized_by_the_release_s_own_path(
     case = case_of(write_case, NEMOTRON.format(prompt=3936))
     startable = adapter.startable(case)
     # The attention group holds ceil(3941 / 1312) = 4 blocks, each Mamba group 2 in align
-    # mode: 4 + 7 * 2 + the null block. The layers alone (4 * 4 + 27 * 2 = 17.5 groups'
-    # worth) would give 18: the grouping's padding is what the engine checks.
-    assert startable.blocks == 19
+    # mode, and from 0.32 MambaMixer2's prefill checkpoint block: 4 + 7 * 2 (or 3) + the null
+    # block. The layers alone (4 * 4 + 27 * 2 = 17.5 groups' worth) would give 18 before
+    # 0.32: the grouping's padding is what the engine checks.
+    checkpoint = int(mamba2_checkpoints())
+    assert startable.blocks == 4 + 7 * (2 + checkpoint) + 1
     assert "get_kv_cache_configs" in startable.reason
-    # The engine starts exactly where the request fits: no start-up sizing failure here.
+    # The request fits in 19: before 0.32 the engine starts exactly there; from 0.32 it asks
+    # for the checkpoint blocks too, which this loaded prompt never takes (no prefill pass).
     assert measure_fit(adapter, adapter.resolve(case).served()).blocks == 19
 
 

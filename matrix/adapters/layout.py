@@ -2,7 +2,8 @@
 
 Each layer's ``KVCacheSpec`` is built with vLLM's spec classes (``layer_specs``: the attention
 layers' numbers per rank, a Mamba / linear-attention layer's state from the model class's own
-methods); the layers are grouped by vLLM's ``get_kv_cache_groups``.
+methods, and the prefill checkpoint blocks its layer class adds: ``mamba_layers``); the layers
+are grouped by vLLM's ``get_kv_cache_groups``.
 
 Two pieces of the engine's path need a model built on a GPU (its attention layers) and are
 ported as small as they go: the KV heads per tensor-parallel rank
@@ -34,6 +35,7 @@ from vllm.v1.kv_cache_interface import (
 from matrix.adapters.devices import DeviceError, aligned_block, device_layout
 from matrix.adapters.layer_specs import LayoutError as LayoutError  # its importers' name for it
 from matrix.adapters.layer_specs import attention_numbers, mamba_state, spec_of
+from matrix.adapters.mamba_layers import with_layer_checkpoints
 from matrix.adapters.registry import architecture_problem
 from matrix.case.model import LayerKind, LayoutSettings, ModelDescription
 from matrix.case.parts import Group, GroupKind, MambaMode
@@ -180,6 +182,9 @@ def derive_layout(
             num_prefill_checkpoint_blocks=int(checkpoint),
             prefill_checkpoint_alignment=mamba_block if checkpoint else None,
         )
+        if not checkpoint:
+            # Other layers' own checkpoints: MambaMixer2's, from 0.32, on every device.
+            mamba = with_layer_checkpoints(model.architecture, mamba)
     layers: dict[str, KVCacheSpec] = {}
     for index, kind in enumerate(kinds):
         if kind in ("mamba", "full+mamba"):

@@ -107,8 +107,10 @@ def derived(options: argparse.Namespace) -> dict[str, Any]:
     scheduler_block, hash_block = scheduler_block_sizes(case)
     groups = []
     for group, spec in zip(layout.groups, layout.specs, strict=True):
-        # A Mamba state's prefill checkpoint blocks (FlashInfer's GDN prefill in align mode).
+        # A Mamba state's prefill checkpoint blocks (FlashInfer's GDN prefill in align mode;
+        # MambaMixer2's from 0.32), which the scheduler and the sizing read in align mode only.
         checkpoints = getattr(spec.kv_cache_spec, "num_prefill_checkpoint_blocks", 0)
+        checkpoints = checkpoints if group.mamba_mode == "align" else 0
         groups.append({**asdict(group), "prefill_checkpoint_blocks": checkpoints})
     return {
         "model": case.model,
