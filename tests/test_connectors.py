@@ -120,7 +120,12 @@ def test_a_case_naming_no_connector_keeps_its_digest(write_case: WriteCase) -> N
                     "priority",
                 }
             },
-            "engine": {"policy", "prefill_schedule_interval", "prefix_cache_retention_interval"},
+            "engine": {
+                "policy",
+                "prefill_schedule_interval",
+                "prefix_cache_retention_interval",
+                "max_num_scheduled_tokens",
+            },
             "groups": {
                 0: {"bounded_replay", "prefill_checkpoint"},
                 1: {"bounded_replay", "prefill_checkpoint"},

@@ -65,6 +65,7 @@ def scheduler_settings(case: CaseFile) -> dict[str, Any]:
     chosen = {
         "max_num_seqs": engine.max_num_seqs,
         "max_num_batched_tokens": engine.max_num_batched_tokens,
+        "max_num_scheduled_tokens": engine.max_num_scheduled_tokens,
         "enable_chunked_prefill": engine.enable_chunked_prefill,
         "async_scheduling": engine.async_scheduling,
         "max_num_inflight_kv_loads": engine.max_num_inflight_kv_loads,

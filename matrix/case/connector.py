@@ -167,10 +167,10 @@ def stored_unread(cases: Sequence[Any]) -> PlacedError | None:
 
 def digest_exclusions(case: Any) -> dict[str, Any]:
     """What is left out of what identifies a case: its expectations, and the fields added since
-    the first cases (the connector's, a request's arrival and priority, the queue and
-    retention settings, a group's bounded replay and prefill checkpoint) that a case holds at
-    their defaults, so a case that says nothing of them keeps the digest it had before they
-    existed."""
+    the first cases (the connector's, a request's arrival and priority, the queue, retention
+    and scheduled-token settings, a group's bounded replay and prefill checkpoint) that a case
+    holds at their defaults, so a case that says nothing of them keeps the digest it had before
+    they existed."""
     # What a case expects is not what it runs: a release's own expectations (when: {release:
     # ...}) must not keep its cells from being compared with another release's.
     excluded: dict[str, Any] = {"expect": True, "when": True}
@@ -182,7 +182,12 @@ def digest_exclusions(case: Any) -> dict[str, Any]:
         excluded["workload"] = True
     unset = {
         name
-        for name in ("policy", "prefill_schedule_interval", "prefix_cache_retention_interval")
+        for name in (
+            "policy",
+            "prefill_schedule_interval",
+            "prefix_cache_retention_interval",
+            "max_num_scheduled_tokens",
+        )
         if getattr(case.engine, name) is None
     }
     if unset:

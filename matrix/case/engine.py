@@ -23,6 +23,9 @@ class Engine(Strict):
 
     max_num_seqs: Annotated[int, Field(ge=1, le=1024)] | None = None
     max_num_batched_tokens: Annotated[int, Field(ge=1)] | None = None
+    # --max-num-scheduled-tokens: the tokens a step may schedule, below the batch's size
+    # where the model appends its own (vLLM's default: max_num_batched_tokens).
+    max_num_scheduled_tokens: Annotated[int, Field(ge=1)] | None = None
     enable_chunked_prefill: bool | None = None
     enable_prefix_caching: bool | None = None
     kv_role: str | None = None
