@@ -35,6 +35,7 @@ The first violation of a step is returned in words; the harness records it (``pr
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from vllm.v1.kv_cache_interface import AttentionSpec, FullAttentionSpec, MLAAttentionSpec
@@ -92,19 +93,23 @@ class RunnerProtocol:
 
     def _watch(self, connector: Any) -> None:
         """Hears what the connector is told at each admission (its instance, not its class)."""
-        tell = connector.update_state_after_alloc
+        # The class's function and a weak reference: a bound method kept on its own instance
+        # would make a cycle, leaving every run's scheduler to the cyclic collector.
+        tell = type(connector).update_state_after_alloc
+        instance = weakref.ref(connector)
         told = self.told
 
         def update_state_after_alloc(request: Any, blocks: Any, num_external_tokens: int) -> Any:
             if num_external_tokens:
                 told.append((request, num_external_tokens))
-            return tell(request, blocks, num_external_tokens)
+            return tell(instance(), request, blocks, num_external_tokens)
 
         connector.update_state_after_alloc = update_state_after_alloc
 
     def _watch_caching(self, pool: Any) -> None:
         """Hears which blocks each request caches (on the pool instance, not its class)."""
-        cache = pool.cache_full_blocks
+        cache = type(pool).cache_full_blocks  # as above: no cycle through the instance
+        instance = weakref.ref(pool)
         cached_now = self.cached_now
 
         def cache_full_blocks(
@@ -117,7 +122,9 @@ class RunnerProtocol:
         ) -> Any:
             new = blocks[num_cached_blocks:num_full_blocks]
             cached_now.setdefault(request.request_id, set()).update(b.block_id for b in new)
-            return cache(request, blocks, num_cached_blocks, num_full_blocks, *args, **kwargs)
+            return cache(
+                instance(), request, blocks, num_cached_blocks, num_full_blocks, *args, **kwargs
+            )
 
         pool.cache_full_blocks = cache_full_blocks
 
@@ -135,15 +142,20 @@ class RunnerProtocol:
     def check(self, output: Any) -> str:
         """The first thing in the scheduler output ``output`` a runner would refuse, in
         words, or ``""``; then takes the batch as the runner does."""
-        synced = {request.request_id for request, _ in self.told}
+        told = self.told
         scheduled = output.num_scheduled_tokens
-        sync_loads = sorted(
-            request.request_id
-            for request, _ in self.told
-            if request.status != RequestStatus.WAITING_FOR_REMOTE_KVS
-            and request.request_id in scheduled
+        synced = {request.request_id for request, _ in told} if told else set()
+        sync_loads = (
+            sorted(
+                request.request_id
+                for request, _ in told
+                if request.status != RequestStatus.WAITING_FOR_REMOTE_KVS
+                and request.request_id in scheduled
+            )
+            if told
+            else []
         )
-        problem = self._admissions() if self.told else ""
+        problem = self._admissions() if told else ""
         if not problem:
             problem = self._sync_flag(output, sync_loads)
         requests = self.scheduler.requests

@@ -86,6 +86,7 @@ class Playback:
     _last_account: BlockAccount | None = field(default=None, init=False, repr=False)
     # The late requests (``arrive_after``) handed to the scheduler so far.
     _arrived: set[str] = field(default_factory=set, init=False, repr=False)
+    _late: tuple[RequestSpec, ...] | None = field(default=None, init=False, repr=False)
 
     def state(self) -> SchedulerState:
         """The scheduler's state after the last recorded step, or before the first."""
@@ -140,7 +141,10 @@ class Playback:
     def _pending(self) -> list[RequestSpec]:
         """The late requests not handed to the scheduler yet: one due after as many steps as
         have run arrives before the next, so a run must not end before it."""
-        return [r for r in self.case.requests if r.arrive_after and r.id not in self._arrived]
+        late = self._late
+        if late is None:
+            late = self._late = tuple(r for r in self.case.requests if r.arrive_after)
+        return [r for r in late if r.id not in self._arrived] if late else []
 
     def _arrive(self) -> None:
         """The requests whose time has come reach the scheduler, before the step."""

@@ -22,6 +22,7 @@ from matrix.releases import shipped_variant
 from matrix.run.cell import run_cell
 from matrix.run.fit import forget_fits
 from matrix.run.pools import pool_sizes
+from matrix.run.twin import twin_of
 
 BENCH_FILE = "single_group.yaml"
 BENCH_CELL = "single_group[k=3]-stock"
@@ -132,6 +133,13 @@ def framework_cell(adapter: Any, cell: Cell) -> Verdict:
     return judge_run(run_cell(adapter, cell))
 
 
+def framework_cells(adapter: Any, cells: tuple[Cell, ...]) -> float:
+    """``cells`` one after another as a case runs them, CPU seconds a cell: a stock cell's twin
+    runs are its release's variant's own cell's, handed on (run/twin.py), so the pair, not the
+    stock cell alone, is what a case's cells cost."""
+    return _cpu_seconds(lambda: [framework_cell(adapter, c) for c in cells]) / len(cells)
+
+
 @dataclass(frozen=True)
 class Overhead:
     """One cell through the framework against the hand loop, CPU seconds, the least of
@@ -164,36 +172,45 @@ class Overhead:
         )
 
 
-def bench_cell(case_dir: Path) -> Cell:
-    """The cell the overhead is measured on (:data:`BENCH_CELL`)."""
+def bench_cells(case_dir: Path) -> tuple[Cell, ...]:
+    """The cell the overhead is measured on (:data:`BENCH_CELL`), and the cell of its case
+    its twin's runs are handed to (its release's variant's: run/twin.py)."""
     cells = cells_from_file(case_dir / BENCH_FILE, shipped_variant(installed_vllm_version()))
-    return next(c for c in cells if c.test_id == BENCH_CELL)
+    cell = next(c for c in cells if c.test_id == BENCH_CELL)
+    twin = twin_of(cell)
+    return (cell, *(c for c in cells if c.case.case_id == cell.case.case_id and c.variant == twin))
 
 
-def overhead(adapter: Any, cell: Cell, repeats: int = REPEATS) -> Overhead:
-    """The framework's overhead over the hand loop on ``cell``, after one warm-up run."""
-    pools = pool_sizes(cell.case.definition)
-    framework_cell(adapter, cell)  # the config cache and vLLM's lazy imports, warm
+def overhead(adapter: Any, cells: tuple[Cell, ...], repeats: int = REPEATS) -> Overhead:
+    """The framework's overhead a cell over the hand loop on the first of ``cells`` (the rest:
+    the cell its twin runs are handed to), after one warm-up run."""
+    cell = cells[0]
+    framework_cells(adapter, cells)  # the config cache and vLLM's lazy imports, warm
+    # The pools the framework runs (its sweep reaches down to where a request alone is
+    # admitted, measured with the fit), so the loop does the same scheduler runs.
+    pools = [outcome.pool for outcome in framework_cell(adapter, cell).outcomes]
     # CPU time, interleaved, the least of many: the machines are shared, and what other
     # processes do only ever adds to a measurement of the same deterministic work.
     cold, warm, direct = [], [], []
     for _ in range(repeats):
         forget_fits()
-        cold.append(_cpu_seconds(lambda: framework_cell(adapter, cell)))  # measures the fit
+        cold.append(framework_cells(adapter, cells))  # measures the fit
         # The fit cached, as for a case's other variants.
-        warm.append(_cpu_seconds(lambda: framework_cell(adapter, cell)))
+        warm.append(framework_cells(adapter, cells))
         direct.append(_cpu_seconds(lambda: direct_loop(cell, pools)))
     return Overhead(min(direct), min(cold), min(warm), repeats)
 
 
-def guarded_overhead(adapter: Any, cell: Cell, limit: float, rounds: int = 5) -> Overhead:
+def guarded_overhead(
+    adapter: Any, cells: tuple[Cell, ...], limit: float, rounds: int = 5
+) -> Overhead:
     """:func:`overhead`, measured again (up to ``rounds`` times in all) while it is above
     ``limit``: a busy machine can inflate one round, a slower harness inflates every one."""
-    measured = overhead(adapter, cell)
+    measured = overhead(adapter, cells)
     for _ in range(rounds - 1):
         if measured.ratio <= limit:
             break
-        measured = measured.with_more(overhead(adapter, cell))
+        measured = measured.with_more(overhead(adapter, cells))
     return measured
 
 
@@ -216,7 +233,7 @@ def main(case_dir: Path, max_overhead: float | None = None) -> int:
         print(f"matrix bench: --max-overhead {max_overhead}: a ratio above 0 (CI's is {GUARD})")
         return 2
     if max_overhead is not None:
-        measured = guarded_overhead(select_adapter(), bench_cell(case_dir), max_overhead)
+        measured = guarded_overhead(select_adapter(), bench_cells(case_dir), max_overhead)
         print(guard_line(measured, max_overhead))
         return 0 if measured.ratio <= max_overhead else 1
     print(f"one-off import (vLLM scheduler + adapter, fresh process): {import_seconds():.2f} s")
@@ -234,8 +251,9 @@ def main(case_dir: Path, max_overhead: float | None = None) -> int:
         f"cells: {len(cells)} ({runs} scheduler runs) in {elapsed:.2f} s = "
         f"{len(cells) / elapsed:.1f} cells/s, {runs / elapsed:.0f} runs/s"
     )
-    cell = bench_cell(case_dir)
-    measured = overhead(adapter, cell)
+    bench = bench_cells(case_dir)
+    cell = bench[0]
+    measured = overhead(adapter, bench)
     print(
         f"{BENCH_CELL} over {len(pool_sizes(cell.case.definition))} pool sizes, CPU time, the "
         f"least of {measured.repeats}: minimal loop {measured.loop * 1000:.1f} ms; framework "
