@@ -27,7 +27,10 @@ from matrix.run.twin import twin_of
 BENCH_FILE = "single_group.yaml"
 BENCH_CELL = "single_group[k=3]-stock"
 REPEATS = 15
-GUARD = 1.35  # the overhead CI fails above (the fit cached): a guard, not a goal
+# The overhead CI fails above (the fit cached): a guard, not a goal. 1.35x until the runner
+# protocol's per-batch checks and the connector's and block pool's watchers (issue 46's decision
+# oracles) added about 8%: 1.25x before them, 1.34-1.37x with them on 0.34 (docs/commands.md).
+GUARD = 1.40
 
 
 def import_seconds() -> float:
