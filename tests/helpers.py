@@ -73,6 +73,18 @@ def replaced(text: str, *pairs: tuple[str, str]) -> str:
     return text
 
 
+def assert_one_line_error(path: Path, line: int, words: str) -> None:
+    """Loading ``path`` fails with one line naming the file and ``line``, holding ``words``."""
+    from matrix.case.expansion import cells_from_file
+    from matrix.case.reading import CaseFileError
+
+    with pytest.raises(CaseFileError) as caught:
+        cells_from_file(path)
+    message = str(caught.value)
+    assert words in message and "\n" not in message
+    assert message.startswith(f"{path}:{line}: "), message
+
+
 def verdict_of(adapter: Any, cell: Cell, **options: Any) -> Verdict:
     """A cell run and judged, as the plugin does it."""
     from matrix.judge.verdict import judge_run

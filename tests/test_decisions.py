@@ -17,7 +17,7 @@ from matrix.judge.tightness import concurrency_delay, in_flight_together
 from matrix.judge.verdict import judge_run
 from matrix.run.play_events import unmet_expectation
 from matrix.run.records import CellRun, RunTrace, StepRecord, Together
-from tests.helpers import WriteCase, needs_vllm, replaced
+from tests.helpers import WriteCase, assert_one_line_error, needs_vllm, replaced
 
 LOADING, WAITING, RUNNING = "WAITING_FOR_REMOTE_KVS", "WAITING", "RUNNING"
 
@@ -135,12 +135,7 @@ variants: [stock, all_groups]
 def test_bad_decision_input_is_one_line(
     write_case: WriteCase, change: tuple[str, str], line: int, words: str
 ) -> None:
-    path = write_case(replaced(CONCURRENT, change))
-    with pytest.raises(CaseFileError) as caught:
-        cells_from_file(path)
-    message = str(caught.value)
-    assert words in message and "\n" not in message
-    assert message.startswith(f"{path}:{line}: "), message
+    assert_one_line_error(write_case(replaced(CONCURRENT, change)), line, words)
 
 
 @needs_vllm

@@ -10,8 +10,7 @@ import pytest
 
 from matrix.case.expansion import cells_from_file
 from matrix.case.format import CaseFile
-from matrix.case.loading import CaseFileError
-from tests.helpers import WriteCase, needs_vllm, replaced
+from tests.helpers import WriteCase, assert_one_line_error, needs_vllm, replaced
 
 QUEUES = """\
 name: queues
@@ -60,12 +59,7 @@ def test_queue_settings_reach_the_scheduler_and_its_requests(
 def test_bad_queue_settings_are_one_line(
     write_case: WriteCase, change: tuple[str, str], line: int, words: str
 ) -> None:
-    path = write_case(replaced(QUEUES, change))
-    with pytest.raises(CaseFileError) as caught:
-        cells_from_file(path)
-    message = str(caught.value)
-    assert words in message and "\n" not in message
-    assert message.startswith(f"{path}:{line}: "), message
+    assert_one_line_error(write_case(replaced(QUEUES, change)), line, words)
 
 
 def test_a_case_at_the_defaults_keeps_its_digest(write_case: WriteCase) -> None:

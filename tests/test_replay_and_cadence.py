@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from matrix.case.expansion import cells_from_file
-from matrix.case.loading import CaseFileError
-from tests.helpers import WriteCase, needs_vllm, replaced
+from tests.helpers import WriteCase, assert_one_line_error, needs_vllm, replaced
 
 REPLAY = """\
 name: replay
@@ -40,12 +39,7 @@ requests:
 def test_bad_replay_or_cadence_input_is_one_line(
     write_case: WriteCase, change: tuple[str, str], line: int, words: str
 ) -> None:
-    path = write_case(replaced(REPLAY, change))
-    with pytest.raises(CaseFileError) as caught:
-        cells_from_file(path)
-    message = str(caught.value)
-    assert words in message and "\n" not in message
-    assert message.startswith(f"{path}:{line}: "), message
+    assert_one_line_error(write_case(replaced(REPLAY, change)), line, words)
 
 
 @needs_vllm
