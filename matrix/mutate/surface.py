@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from matrix.adapters.surface.use import target_parts
 from matrix.releases import nearest_release, release_key
 
 SCHEDULER = "vllm.v1.core.sched.scheduler:Scheduler"
@@ -64,12 +65,12 @@ class Target:
     @property
     def module(self) -> str:
         """The module the function is defined in."""
-        return self.target.partition(":")[0]
+        return target_parts(self.target)[0]
 
     @property
     def qualname(self) -> str:
         """``Class.method``."""
-        return self.target.partition(":")[2]
+        return target_parts(self.target)[1]
 
 
 # The waiting requests' admission: the block that takes requests from the waiting queues

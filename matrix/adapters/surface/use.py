@@ -6,6 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def target_parts(target: str) -> tuple[str, str]:
+    """``"module:qualname"`` (a target of the surface lists, the adapters' and mutate's) as its
+    module and its name there."""
+    module, _, qualname = target.partition(":")
+    return module, qualname
+
+
 @dataclass(frozen=True)
 class Use:
     """What the adapters rely on of one class or function of vLLM's."""
@@ -26,12 +33,12 @@ class Use:
     @property
     def module(self) -> str:
         """The module the target is imported from."""
-        return self.target.partition(":")[0]
+        return target_parts(self.target)[0]
 
     @property
     def qualname(self) -> str:
         """The target's name in its module (``Class`` or ``Class.method``)."""
-        return self.target.partition(":")[2]
+        return target_parts(self.target)[1]
 
     def names(self) -> tuple[str, ...]:
         """Every member or parameter name this use states something about."""
